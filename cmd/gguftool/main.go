@@ -1,0 +1,11 @@
+// Command gguftool packs, tiers and serves very large Mixture-of-Experts
+// GGUF models. See `gguftool --help`.
+package main
+
+import (
+	"os"
+
+	"github.com/gguftool/gguftool/internal/cli"
+)
+
+func main() { os.Exit(cli.Main()) }

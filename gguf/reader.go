@@ -1,0 +1,708 @@
+package gguf
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"os"
+	"slices"
+)
+
+// Format constants (ggml/include/gguf.h, ggml/src/gguf.cpp).
+const (
+	Magic            = "GGUF"
+	DefaultAlignment = 32
+	// MaxStringLength and MaxArrayElements are gguf.cpp's limits.
+	MaxStringLength  = 1 << 30
+	MaxArrayElements = 1 << 30
+	// MaxTensorName is the longest tensor name ggml can hold (GGML_MAX_NAME−1).
+	MaxTensorName = 63
+	// WriteVersion is the GGUF version the writer produces by default.
+	WriteVersion = 3
+	// MaxDims is GGML_MAX_DIMS.
+	MaxDims = 4
+
+	KeyAlignment = "general.alignment"
+
+	// Smallest possible encodings, used to bound counts by the bytes left
+	// before anything is allocated.
+	minKVBytes         = 8 + 1 + 4 + 1 // key length, 1-byte key, type, 1-byte value
+	minTensorInfoBytes = 8 + 4 + 4 + 8 // name length, n_dims, type, offset
+)
+
+// TensorInfo describes one tensor: its name, shape in ggml ne order (ne[0]
+// is the contiguous row), type, and data offset relative to the data
+// section.
+type TensorInfo struct {
+	Name   string
+	Shape  []int64 // as written: len(Shape) is the file's n_dims
+	Type   Type
+	Offset int64
+}
+
+// Dim returns ne[i], which is 1 for dimensions beyond the written ones.
+func (t *TensorInfo) Dim(i int) int64 {
+	if i < len(t.Shape) {
+		return t.Shape[i]
+	}
+	return 1
+}
+
+// Elements is the number of elements.
+func (t *TensorInfo) Elements() int64 {
+	n := int64(1)
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+// RowBytes is the byte size of one ne[0] row.
+func (t *TensorInfo) RowBytes() int64 { return t.Type.RowBytes(t.Dim(0)) }
+
+// Bytes is the tensor's data size in bytes.
+func (t *TensorInfo) Bytes() int64 {
+	if len(t.Shape) == 0 {
+		return t.Type.RowBytes(1)
+	}
+	n := t.RowBytes()
+	for _, d := range t.Shape[1:] {
+		n *= d
+	}
+	return n
+}
+
+// File is an opened GGUF file: its metadata, its tensor table, and access
+// to tensor data through section readers. Tensor data is never loaded.
+type File struct {
+	Name       string // path, or the name given to NewReaderName
+	Version    uint32
+	KVs        []KV         // in file order
+	Tensors    []TensorInfo // in file order
+	Alignment  int64
+	InfoEnd    int64 // offset just past the last tensor info
+	DataOffset int64 // absolute offset of the data section
+	Size       int64 // file size
+
+	r        io.ReaderAt
+	closer   io.Closer
+	kvIndex  map[string]int
+	tenIndex map[string]int
+}
+
+// Open opens and validates the GGUF file at path. Close releases it.
+func Open(path string) (*File, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return nil, err
+	}
+	f, err := NewReaderName(fh, st.Size(), path)
+	if err != nil {
+		fh.Close()
+		return nil, err
+	}
+	f.closer = fh
+	return f, nil
+}
+
+// NewReader reads and validates the GGUF metadata in r, which holds size
+// bytes.
+func NewReader(r io.ReaderAt, size int64) (*File, error) {
+	return NewReaderName(r, size, "")
+}
+
+// NewReaderName is NewReader with a name used in error messages.
+func NewReaderName(r io.ReaderAt, size int64, name string) (*File, error) {
+	d := &decoder{
+		name: name,
+		size: size,
+		br:   bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 64<<10),
+	}
+	f := &File{Name: name, Size: size, r: r}
+	if err := f.decode(d); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Close closes the underlying file when the File was made by Open.
+func (f *File) Close() error {
+	if f.closer != nil {
+		return f.closer.Close()
+	}
+	return nil
+}
+
+// ReaderAt is the reader the file was decoded from.
+func (f *File) ReaderAt() io.ReaderAt { return f.r }
+
+// Lookup returns the value of key.
+func (f *File) Lookup(key string) (Value, bool) {
+	i, ok := f.kvIndex[key]
+	if !ok {
+		return Value{}, false
+	}
+	return f.KVs[i].Value, true
+}
+
+// Architecture returns general.architecture, or "".
+func (f *File) Architecture() string {
+	v, _ := f.Lookup("general.architecture")
+	s, _ := v.Str()
+	return s
+}
+
+// Tensor returns the tensor named name.
+func (f *File) Tensor(name string) (*TensorInfo, bool) {
+	i, ok := f.tenIndex[name]
+	if !ok {
+		return nil, false
+	}
+	return &f.Tensors[i], true
+}
+
+// TensorData returns a reader over the data of tensor i.
+func (f *File) TensorData(i int) *io.SectionReader {
+	t := &f.Tensors[i]
+	return io.NewSectionReader(f.r, f.DataOffset+t.Offset, t.Bytes())
+}
+
+// PaddedDataSize is the size of the data section as llama.cpp computes it:
+// the sum of every tensor's size rounded up to the alignment.
+func (f *File) PaddedDataSize() int64 {
+	var n int64
+	for i := range f.Tensors {
+		n += padTo(f.Tensors[i].Bytes(), f.Alignment)
+	}
+	return n
+}
+
+// padTo rounds off up to a multiple of align (a power of two).
+func padTo(off, align int64) int64 {
+	return (off + align - 1) &^ (align - 1)
+}
+
+// decoder reads the metadata region sequentially, tracking the absolute
+// offset for error messages and the bytes left for allocation bounds.
+type decoder struct {
+	name string
+	size int64
+	off  int64
+	br   *bufio.Reader
+	buf  [8]byte
+}
+
+func (d *decoder) errorf(off int64, format string, args ...any) error {
+	return &FormatError{File: d.name, Offset: off, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (d *decoder) remaining() int64 { return d.size - d.off }
+
+// read fills p, turning a short file into a FormatError.
+func (d *decoder) read(p []byte, what string) error {
+	if int64(len(p)) > d.remaining() {
+		return d.errorf(d.off, "file ends while reading %s (%d bytes needed, %d left)", what, len(p), d.remaining())
+	}
+	if _, err := io.ReadFull(d.br, p); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return d.errorf(d.off, "file ends while reading %s", what)
+		}
+		return fmt.Errorf("gguf: %s: reading %s at offset %d: %w", d.name, what, d.off, err)
+	}
+	d.off += int64(len(p))
+	return nil
+}
+
+func (d *decoder) u8(what string) (uint8, error) {
+	err := d.read(d.buf[:1], what)
+	return d.buf[0], err
+}
+
+func (d *decoder) u16(what string) (uint16, error) {
+	err := d.read(d.buf[:2], what)
+	return binary.LittleEndian.Uint16(d.buf[:2]), err
+}
+
+func (d *decoder) u32(what string) (uint32, error) {
+	err := d.read(d.buf[:4], what)
+	return binary.LittleEndian.Uint32(d.buf[:4]), err
+}
+
+func (d *decoder) u64(what string) (uint64, error) {
+	err := d.read(d.buf[:8], what)
+	return binary.LittleEndian.Uint64(d.buf[:8]), err
+}
+
+// str reads a length-prefixed string, checking the length against the
+// bytes left before allocating.
+func (d *decoder) str(what string) (string, error) {
+	at := d.off
+	n, err := d.u64(what + " length")
+	if err != nil {
+		return "", err
+	}
+	if n > MaxStringLength {
+		return "", d.errorf(at, "%s length %d exceeds the 1 GiB limit", what, n)
+	}
+	if int64(n) > d.remaining() {
+		return "", d.errorf(at, "%s length %d exceeds the %d bytes left in the file", what, n, d.remaining())
+	}
+	b := make([]byte, n)
+	if err := d.read(b, what); err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+func (f *File) decode(d *decoder) error {
+	var magic [4]byte
+	if err := d.read(magic[:], "magic"); err != nil {
+		return err
+	}
+	if string(magic[:]) != Magic {
+		return d.errorf(0, "bad magic %q, want %q", magic[:], Magic)
+	}
+	version, err := d.u32("version")
+	if err != nil {
+		return err
+	}
+	switch {
+	case version&0xFFFF == 0 && version != 0:
+		return d.errorf(4, "version field %#x: big-endian GGUF files are not supported", version)
+	case version < 2:
+		return d.errorf(4, "GGUF version %d is not supported (need 2 or 3)", version)
+	case version > 3:
+		return d.errorf(4, "GGUF version %d is newer than this reader (need 2 or 3)", version)
+	}
+	f.Version = version
+
+	at := d.off
+	nTensors, err := d.u64("tensor count")
+	if err != nil {
+		return err
+	}
+	nKV, err := d.u64("metadata key count")
+	if err != nil {
+		return err
+	}
+	if nKV > uint64(d.remaining()/minKVBytes) {
+		return d.errorf(at+8, "metadata key count %d cannot fit in the %d bytes left", nKV, d.remaining())
+	}
+	if nTensors > uint64(d.remaining()/minTensorInfoBytes) {
+		return d.errorf(at, "tensor count %d cannot fit in the %d bytes left", nTensors, d.remaining())
+	}
+
+	f.KVs = make([]KV, 0, nKV)
+	f.kvIndex = make(map[string]int, nKV)
+	for i := range nKV {
+		at := d.off
+		key, err := d.str(fmt.Sprintf("key %d", i))
+		if err != nil {
+			return err
+		}
+		if key == "" {
+			return d.errorf(at, "key %d is empty", i)
+		}
+		if j, dup := f.kvIndex[key]; dup {
+			return d.errorf(at, "duplicate key %q (keys %d and %d)", key, j, i)
+		}
+		v, err := d.value(key)
+		if err != nil {
+			return err
+		}
+		f.kvIndex[key] = len(f.KVs)
+		f.KVs = append(f.KVs, KV{Key: key, Value: v})
+	}
+
+	f.Alignment = DefaultAlignment
+	if v, ok := f.Lookup(KeyAlignment); ok {
+		a, isU32 := v.Interface().(uint32)
+		if !isU32 {
+			return d.errorf(0, "%s has type %s, must be u32", KeyAlignment, v.Type())
+		}
+		if a == 0 || a&(a-1) != 0 {
+			return d.errorf(0, "%s = %d is not a power of two", KeyAlignment, a)
+		}
+		f.Alignment = int64(a)
+	}
+
+	f.Tensors = make([]TensorInfo, 0, nTensors)
+	f.tenIndex = make(map[string]int, nTensors)
+	for i := range nTensors {
+		t, err := d.tensorInfo(int(i))
+		if err != nil {
+			return err
+		}
+		if j, dup := f.tenIndex[t.Name]; dup {
+			return d.errorf(d.off, "duplicate tensor name %q (tensors %d and %d)", t.Name, j, i)
+		}
+		f.tenIndex[t.Name] = len(f.Tensors)
+		f.Tensors = append(f.Tensors, t)
+	}
+	f.InfoEnd = d.off
+	f.DataOffset = d.off
+	if nTensors > 0 {
+		f.DataOffset = padTo(d.off, f.Alignment)
+		if f.DataOffset > f.Size {
+			return d.errorf(d.off, "data section would start at %d, past the end of the %d-byte file", f.DataOffset, f.Size)
+		}
+	}
+	return f.checkData()
+}
+
+// tensorInfo reads one tensor info and validates everything it can on its
+// own: dimensions, element count, type and row divisibility.
+func (d *decoder) tensorInfo(i int) (TensorInfo, error) {
+	var t TensorInfo
+	var err error
+	if t.Name, err = d.str(fmt.Sprintf("tensor %d name", i)); err != nil {
+		return t, err
+	}
+	at := d.off
+	nDims, err := d.u32("n_dims of " + t.Name)
+	if err != nil {
+		return t, err
+	}
+	if nDims > MaxDims {
+		return t, d.errorf(at, "tensor %q has %d dimensions, at most %d allowed", t.Name, nDims, MaxDims)
+	}
+	t.Shape = make([]int64, nDims)
+	elems := uint64(1)
+	overflow := false
+	for j := range t.Shape {
+		at := d.off
+		ne, err := d.u64(fmt.Sprintf("ne[%d] of %s", j, t.Name))
+		if err != nil {
+			return t, err
+		}
+		if int64(ne) < 0 {
+			return t, d.errorf(at, "tensor %q ne[%d] = %d is negative", t.Name, j, int64(ne))
+		}
+		t.Shape[j] = int64(ne)
+		hi, lo := bits.Mul64(elems, ne)
+		if hi != 0 || lo > math.MaxInt64 {
+			overflow = true
+		}
+		elems = lo
+	}
+	if overflow {
+		return t, d.errorf(at, "tensor %q shape %v has more than 2^63 elements", t.Name, t.Shape)
+	}
+	at = d.off
+	typ, err := d.u32("type of " + t.Name)
+	if err != nil {
+		return t, err
+	}
+	t.Type = Type(typ)
+	traits, ok := t.Type.Traits()
+	if !ok {
+		if t.Type < TypeCount {
+			return t, d.errorf(at, "tensor %q has retired ggml type %d (%s)", t.Name, typ, traits.Name)
+		}
+		return t, d.errorf(at, "tensor %q has unknown ggml type %d", t.Name, typ)
+	}
+	if t.Dim(0)%traits.BlockSize != 0 {
+		return t, d.errorf(at, "tensor %q: ne[0] = %d is not a multiple of the %s block size %d",
+			t.Name, t.Dim(0), t.Type, traits.BlockSize)
+	}
+	at = d.off
+	off, err := d.u64("data offset of " + t.Name)
+	if err != nil {
+		return t, err
+	}
+	if int64(off) < 0 || int64(off) > d.size {
+		return t, d.errorf(at, "tensor %q data offset %d is past the end of the file", t.Name, off)
+	}
+	t.Offset = int64(off)
+	return t, nil
+}
+
+// checkData verifies that every tensor's bytes lie inside the file and no
+// two tensors overlap.
+func (f *File) checkData() error {
+	type span struct {
+		start, end int64
+		i          int
+	}
+	spans := make([]span, 0, len(f.Tensors))
+	avail := f.Size - f.DataOffset
+	for i := range f.Tensors {
+		t := &f.Tensors[i]
+		n, ok := tensorBytesChecked(t)
+		if !ok || n > avail || t.Offset > avail-n {
+			return &FormatError{File: f.Name, Offset: f.DataOffset + t.Offset,
+				Msg: fmt.Sprintf("tensor %q (%s %v) data [%d, +%d) runs past the end of the file (%d bytes)",
+					t.Name, t.Type, t.Shape, f.DataOffset+t.Offset, n, f.Size)}
+		}
+		if n > 0 {
+			spans = append(spans, span{t.Offset, t.Offset + n, i})
+		}
+	}
+	slices.SortFunc(spans, func(a, b span) int {
+		if a.start != b.start {
+			return int(sign(a.start - b.start))
+		}
+		return a.i - b.i
+	})
+	for k := 1; k < len(spans); k++ {
+		if spans[k].start < spans[k-1].end {
+			a, b := &f.Tensors[spans[k-1].i], &f.Tensors[spans[k].i]
+			return &FormatError{File: f.Name, Offset: f.DataOffset + b.Offset,
+				Msg: fmt.Sprintf("tensor %q data overlaps tensor %q", b.Name, a.Name)}
+		}
+	}
+	return nil
+}
+
+func sign(x int64) int64 {
+	switch {
+	case x < 0:
+		return -1
+	case x > 0:
+		return 1
+	}
+	return 0
+}
+
+// tensorBytesChecked computes the byte size without overflowing.
+func tensorBytesChecked(t *TensorInfo) (int64, bool) {
+	n := uint64(t.RowBytes())
+	for _, d := range t.Shape[min(1, len(t.Shape)):] {
+		hi, lo := bits.Mul64(n, uint64(d))
+		if hi != 0 || lo > math.MaxInt64 {
+			return 0, false
+		}
+		n = lo
+	}
+	return int64(n), true
+}
+
+// value reads a value's type tag and payload.
+func (d *decoder) value(key string) (Value, error) {
+	at := d.off
+	tag, err := d.u32("type of key " + key)
+	if err != nil {
+		return Value{}, err
+	}
+	typ := ValueType(tag)
+	if typ >= valueTypeCount {
+		return Value{}, d.errorf(at, "key %q has invalid value type %d", key, tag)
+	}
+	if typ != ValueArray {
+		return d.scalar(typ, key)
+	}
+	at = d.off
+	et, err := d.u32("array type of key " + key)
+	if err != nil {
+		return Value{}, err
+	}
+	elem := ValueType(et)
+	if elem == ValueArray {
+		return Value{}, d.errorf(at, "key %q holds a nested array, which llama.cpp refuses", key)
+	}
+	if elem >= valueTypeCount {
+		return Value{}, d.errorf(at, "key %q has invalid array element type %d", key, et)
+	}
+	at = d.off
+	n, err := d.u64("array length of key " + key)
+	if err != nil {
+		return Value{}, err
+	}
+	if n > MaxArrayElements {
+		return Value{}, d.errorf(at, "key %q array length %d exceeds the 2^30 limit", key, n)
+	}
+	if n > uint64(d.remaining()/elem.size()) {
+		return Value{}, d.errorf(at, "key %q array of %d %s cannot fit in the %d bytes left", key, n, elem, d.remaining())
+	}
+	return d.array(elem, int(n), key)
+}
+
+func (d *decoder) scalar(typ ValueType, key string) (Value, error) {
+	what := "value of key " + key
+	switch typ {
+	case ValueString:
+		s, err := d.str(what)
+		return String(s), err
+	case ValueBool:
+		b, err := d.u8(what)
+		return Bool(b != 0), err
+	}
+	var raw uint64
+	var err error
+	switch typ.size() {
+	case 1:
+		var b uint8
+		b, err = d.u8(what)
+		raw = uint64(b)
+	case 2:
+		var v uint16
+		v, err = d.u16(what)
+		raw = uint64(v)
+	case 4:
+		var v uint32
+		v, err = d.u32(what)
+		raw = uint64(v)
+	case 8:
+		raw, err = d.u64(what)
+	}
+	return scalarFromBits(typ, raw), err
+}
+
+func scalarFromBits(typ ValueType, raw uint64) Value {
+	switch typ {
+	case ValueUint8:
+		return Uint8(uint8(raw))
+	case ValueInt8:
+		return Int8(int8(raw))
+	case ValueUint16:
+		return Uint16(uint16(raw))
+	case ValueInt16:
+		return Int16(int16(raw))
+	case ValueUint32:
+		return Uint32(uint32(raw))
+	case ValueInt32:
+		return Int32(int32(raw))
+	case ValueFloat32:
+		return Float32(math.Float32frombits(uint32(raw)))
+	case ValueBool:
+		return Bool(raw != 0)
+	case ValueUint64:
+		return Uint64(raw)
+	case ValueInt64:
+		return Int64(int64(raw))
+	case ValueFloat64:
+		return Float64(math.Float64frombits(raw))
+	}
+	panic("gguf: scalarFromBits of non-numeric type")
+}
+
+// array decodes n elements; n has been checked against the bytes left.
+func (d *decoder) array(elem ValueType, n int, key string) (Value, error) {
+	what := "array of key " + key
+	if elem == ValueString {
+		out := make([]string, n)
+		for i := range out {
+			s, err := d.str(fmt.Sprintf("element %d of %s", i, what))
+			if err != nil {
+				return Value{}, err
+			}
+			out[i] = s
+		}
+		return Array(out), nil
+	}
+	size := int(elem.size())
+	var chunk [4096]byte
+	get := func(fill func(b []byte, base int)) error {
+		for base := 0; base < n; {
+			k := min(n-base, len(chunk)/size)
+			if err := d.read(chunk[:k*size], what); err != nil {
+				return err
+			}
+			fill(chunk[:k*size], base)
+			base += k
+		}
+		return nil
+	}
+	le := binary.LittleEndian
+	var v Value
+	var err error
+	switch elem {
+	case ValueUint8:
+		a := make([]uint8, n)
+		err = get(func(b []byte, base int) { copy(a[base:], b) })
+		v = Array(a)
+	case ValueInt8:
+		a := make([]int8, n)
+		err = get(func(b []byte, base int) {
+			for i, x := range b {
+				a[base+i] = int8(x)
+			}
+		})
+		v = Array(a)
+	case ValueBool:
+		a := make([]bool, n)
+		err = get(func(b []byte, base int) {
+			for i, x := range b {
+				a[base+i] = x != 0
+			}
+		})
+		v = Array(a)
+	case ValueUint16:
+		a := make([]uint16, n)
+		err = get(func(b []byte, base int) {
+			for i := 0; i < len(b); i += 2 {
+				a[base+i/2] = le.Uint16(b[i:])
+			}
+		})
+		v = Array(a)
+	case ValueInt16:
+		a := make([]int16, n)
+		err = get(func(b []byte, base int) {
+			for i := 0; i < len(b); i += 2 {
+				a[base+i/2] = int16(le.Uint16(b[i:]))
+			}
+		})
+		v = Array(a)
+	case ValueUint32:
+		a := make([]uint32, n)
+		err = get(func(b []byte, base int) {
+			for i := 0; i < len(b); i += 4 {
+				a[base+i/4] = le.Uint32(b[i:])
+			}
+		})
+		v = Array(a)
+	case ValueInt32:
+		a := make([]int32, n)
+		err = get(func(b []byte, base int) {
+			for i := 0; i < len(b); i += 4 {
+				a[base+i/4] = int32(le.Uint32(b[i:]))
+			}
+		})
+		v = Array(a)
+	case ValueFloat32:
+		a := make([]float32, n)
+		err = get(func(b []byte, base int) {
+			for i := 0; i < len(b); i += 4 {
+				a[base+i/4] = math.Float32frombits(le.Uint32(b[i:]))
+			}
+		})
+		v = Array(a)
+	case ValueUint64:
+		a := make([]uint64, n)
+		err = get(func(b []byte, base int) {
+			for i := 0; i < len(b); i += 8 {
+				a[base+i/8] = le.Uint64(b[i:])
+			}
+		})
+		v = Array(a)
+	case ValueInt64:
+		a := make([]int64, n)
+		err = get(func(b []byte, base int) {
+			for i := 0; i < len(b); i += 8 {
+				a[base+i/8] = int64(le.Uint64(b[i:]))
+			}
+		})
+		v = Array(a)
+	case ValueFloat64:
+		a := make([]float64, n)
+		err = get(func(b []byte, base int) {
+			for i := 0; i < len(b); i += 8 {
+				a[base+i/8] = math.Float64frombits(le.Uint64(b[i:]))
+			}
+		})
+		v = Array(a)
+	}
+	if err != nil {
+		return Value{}, err
+	}
+	return v, nil
+}

@@ -1,0 +1,153 @@
+// Package cmdutil holds what every gguftool command shares: the factory
+// that hands out streams, the usage-error type, size parsing and JSON
+// output. Commands live in their own packages under internal/cli and
+// import only this one from the CLI layer.
+package cmdutil
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gguftool/gguftool/internal/iostreams"
+)
+
+// Exit codes, the same for every command (DESIGN.md §2a).
+const (
+	ExitOK       = 0 // success
+	ExitFailure  = 1 // I/O, internal, or a request that cannot be met
+	ExitUsage    = 2 // bad flags or arguments
+	ExitCorrupt  = 3 // input malformed, corrupt, or not matching its digests
+	ExitBusy     = 4 // an artifact is locked or leased
+	ExitNotFound = 5 // no such file, no twin
+)
+
+// ExitCodesHelp is appended to every command's Long help.
+const ExitCodesHelp = `
+Exit codes:
+  0  success
+  1  failure (I/O, internal, or a request that cannot be met)
+  2  usage error
+  3  input malformed, corrupt, or not matching its digests
+  4  busy (artifact locked or leased)
+  5  not found`
+
+// Factory hands commands their dependencies.
+type Factory struct {
+	IOStreams *iostreams.IOStreams
+}
+
+// FlagError is a usage error: exit code 2.
+type FlagError struct{ Err error }
+
+func (e *FlagError) Error() string { return e.Err.Error() }
+func (e *FlagError) Unwrap() error { return e.Err }
+
+// FlagErrorf makes a usage error.
+func FlagErrorf(format string, args ...any) error {
+	return &FlagError{Err: fmt.Errorf(format, args...)}
+}
+
+// ExitError carries an explicit exit code, for a command that has already
+// reported its findings (verify, strict inspect).
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// ExactArgs is cobra.ExactArgs with a usage error that says what is missing.
+func ExactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return FlagErrorf("%s: expected %s, got %d argument(s)", cmd.CommandPath(), what, len(args))
+		}
+		return nil
+	}
+}
+
+// ParseSize parses a byte size: a plain number, or one with a decimal
+// (K, M, G, T, with optional B: powers of 1000, as gguf-split reads M and
+// G) or binary (KiB, MiB, GiB, TiB) suffix, case-insensitive.
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{
+		{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40},
+		{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
+		{"k", 1e3}, {"m", 1e6}, {"g", 1e9}, {"t", 1e12}, {"b", 1},
+	}
+	mult := int64(1)
+	lower := strings.ToLower(t)
+	for _, u := range units {
+		if strings.HasSuffix(lower, u.suffix) {
+			mult = u.mult
+			t = strings.TrimSpace(t[:len(t)-len(u.suffix)])
+			break
+		}
+	}
+	if t == "" {
+		return 0, fmt.Errorf("invalid size %q", s)
+	}
+	if n, err := strconv.ParseInt(t, 10, 64); err == nil {
+		if n < 0 || (n > 0 && mult > (1<<63-1)/n) {
+			return 0, fmt.Errorf("invalid size %q", s)
+		}
+		return n * mult, nil
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || f < 0 || f*float64(mult) >= 1<<63 {
+		return 0, fmt.Errorf("invalid size %q", s)
+	}
+	return int64(f * float64(mult)), nil
+}
+
+// SizeValue is a pflag.Value for sizes with suffixes.
+type SizeValue struct{ N *int64 }
+
+func (v SizeValue) String() string {
+	if v.N == nil || *v.N == 0 {
+		return "0"
+	}
+	return strconv.FormatInt(*v.N, 10)
+}
+func (v SizeValue) Set(s string) error {
+	n, err := ParseSize(s)
+	if err != nil {
+		return err
+	}
+	*v.N = n
+	return nil
+}
+func (v SizeValue) Type() string { return "size" }
+
+// PrintJSON writes v as indented JSON followed by a newline.
+func PrintJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// EnvOr returns $GGUFTOOL_<name> if set, else def: a flag beats the
+// environment, the environment beats the default, and --help shows the
+// effective default.
+func EnvOr(name, def string) string {
+	if v, ok := os.LookupEnv("GGUFTOOL_" + name); ok {
+		return v
+	}
+	return def
+}
+
+// IsNotFound reports whether err means a missing file.
+func IsNotFound(err error) bool { return errors.Is(err, os.ErrNotExist) }

@@ -1,0 +1,228 @@
+// oracle: drives llama.cpp's C API (libllama from the npm package
+// node-llama-cpp, pinned by install.sh) as gguftool's independent oracle.
+//
+//   oracle --bins DIR MODEL load
+//   oracle --bins DIR MODEL generate --prompt 1,2,3 -n 16
+//   oracle --bins DIR MODEL score --ids 1,2,3,4 [--top 16] [--logits-out FILE]
+//
+// Common flags: --kv f32|f16 (KV cache type, default f32), --threads N
+// (default 2), --cpu VARIANT (the ggml CPU backend library to load,
+// default haswell, so that hosts with AVX-512 record the same numbers).
+// Flash attention is always off. Output is one JSON object on stdout.
+//
+// generate: the prompt is decoded as one batch, then greedy decoding one
+// token at a time; reports the ids and the log-probability of each chosen
+// token. score: teacher forcing, all ids in one batch with logits at every
+// position; reports, per position, the log-probability of the next id and
+// the top log-probabilities.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ggml-backend.h"
+#include "llama.h"
+
+static void die(const char *msg) {
+    fprintf(stderr, "oracle: %s\n", msg);
+    exit(1);
+}
+
+static void quiet_log(enum ggml_log_level level, const char *text, void *user) {
+    (void)user;
+    if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
+}
+
+static int parse_ids(const char *s, llama_token **out) {
+    int cap = 16, n = 0;
+    llama_token *ids = malloc(sizeof(llama_token) * cap);
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s) die("bad id list");
+        if (n == cap) {
+            cap *= 2;
+            ids = realloc(ids, sizeof(llama_token) * cap);
+        }
+        ids[n++] = (llama_token)v;
+        s = end;
+        if (*s == ',') s++;
+    }
+    *out = ids;
+    return n;
+}
+
+// log_softmax writes log-probabilities, computed in double.
+static void log_softmax(const float *logits, int n, double *out) {
+    double mx = logits[0];
+    for (int i = 1; i < n; i++)
+        if (logits[i] > mx) mx = logits[i];
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += exp((double)logits[i] - mx);
+    double lse = mx + log(sum);
+    for (int i = 0; i < n; i++) out[i] = (double)logits[i] - lse;
+}
+
+// argmax is llama.cpp's greedy choice: the first maximum.
+static int argmax(const float *logits, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+static void print_top(const double *lp, int n, int top) {
+    char *used = calloc(n, 1);
+    printf("[");
+    for (int k = 0; k < top && k < n; k++) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (!used[i] && (best < 0 || lp[i] > lp[best])) best = i;
+        used[best] = 1;
+        printf("%s[%d,%.9g]", k ? "," : "", best, lp[best]);
+    }
+    printf("]");
+    free(used);
+}
+
+int main(int argc, char **argv) {
+    const char *bins = NULL, *model_path = NULL, *mode = NULL, *prompt = NULL, *ids_arg = NULL;
+    const char *kv = "f32", *cpu = "haswell", *logits_out = NULL;
+    int n_gen = 16, threads = 2, top = 16;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+#define TAKE(flag, dst)            \
+    if (!strcmp(a, flag)) {        \
+        if (!next) die("missing value for " flag); \
+        dst = next;                \
+        i++;                       \
+        continue;                  \
+    }
+        TAKE("--bins", bins)
+        TAKE("--prompt", prompt)
+        TAKE("--ids", ids_arg)
+        TAKE("--kv", kv)
+        TAKE("--cpu", cpu)
+        TAKE("--logits-out", logits_out)
+        if (!strcmp(a, "-n") && next) { n_gen = atoi(next); i++; continue; }
+        if (!strcmp(a, "--threads") && next) { threads = atoi(next); i++; continue; }
+        if (!strcmp(a, "--top") && next) { top = atoi(next); i++; continue; }
+        if (!model_path) { model_path = a; continue; }
+        if (!mode) { mode = a; continue; }
+        die("unexpected argument");
+    }
+    if (!bins || !model_path || !mode) die("usage: oracle --bins DIR MODEL load|generate|score [flags]");
+
+    llama_log_set(quiet_log, NULL);
+    ggml_log_set(quiet_log, NULL);
+    char lib[4096];
+    snprintf(lib, sizeof lib, "%s/libggml-cpu-%s.so", bins, cpu);
+    if (!ggml_backend_load(lib)) die("cannot load the CPU backend library");
+    llama_backend_init();
+
+    struct llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 0;
+    mp.load_mode = LLAMA_LOAD_MODE_NONE; // read into RAM: page-cache reclaim cannot stall it
+    struct llama_model *model = llama_model_load_from_file(model_path, mp);
+    if (!model) {
+        printf("{\"ok\":false,\"error\":\"llama.cpp failed to load the model\"}\n");
+        return 2;
+    }
+    const struct llama_vocab *vocab = llama_model_get_vocab(model);
+    int n_vocab = llama_vocab_n_tokens(vocab);
+    if (!strcmp(mode, "load")) {
+        char desc[256];
+        llama_model_desc(model, desc, sizeof desc);
+        printf("{\"ok\":true,\"n_vocab\":%d,\"n_layer\":%d,\"n_embd\":%d,\"n_params\":%llu,\"desc\":\"%s\"}\n", n_vocab,
+               llama_model_n_layer(model), llama_model_n_embd(model),
+               (unsigned long long)llama_model_n_params(model), desc);
+        llama_model_free(model);
+        return 0;
+    }
+
+    llama_token *ids = NULL;
+    int n_ids = 0;
+    if (!strcmp(mode, "generate")) {
+        if (!prompt) die("generate needs --prompt");
+        n_ids = parse_ids(prompt, &ids);
+    } else if (!strcmp(mode, "score")) {
+        if (!ids_arg) die("score needs --ids");
+        n_ids = parse_ids(ids_arg, &ids);
+    } else {
+        die("unknown mode");
+    }
+    if (n_ids < 1) die("empty id list");
+    for (int i = 0; i < n_ids; i++)
+        if (ids[i] < 0 || ids[i] >= n_vocab) die("id out of vocabulary");
+
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 1024;
+    cp.n_batch = 1024;
+    cp.n_ubatch = 1024;
+    cp.n_threads = threads;
+    cp.n_threads_batch = threads;
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    if (!strcmp(kv, "f32")) {
+        cp.type_k = GGML_TYPE_F32;
+        cp.type_v = GGML_TYPE_F32;
+    } else if (strcmp(kv, "f16")) {
+        die("--kv must be f32 or f16");
+    }
+    if (n_ids + n_gen > (int)cp.n_ctx) die("sequence longer than the context");
+    struct llama_context *ctx = llama_init_from_model(model, cp);
+    if (!ctx) die("cannot create a context");
+    double *lp = malloc(sizeof(double) * n_vocab);
+
+    if (!strcmp(mode, "generate")) {
+        printf("{\"ok\":true,\"prompt_len\":%d,\"greedy\":[", n_ids);
+        struct llama_batch batch = llama_batch_get_one(ids, n_ids);
+        double *chosen = malloc(sizeof(double) * (n_gen > 0 ? n_gen : 1));
+        llama_token tok;
+        for (int step = 0; step < n_gen; step++) {
+            if (llama_decode(ctx, batch)) die("llama_decode failed");
+            const float *logits = llama_get_logits_ith(ctx, -1);
+            tok = argmax(logits, n_vocab);
+            log_softmax(logits, n_vocab, lp);
+            chosen[step] = lp[tok];
+            printf("%s%d", step ? "," : "", tok);
+            batch = llama_batch_get_one(&tok, 1);
+        }
+        printf("],\"logprobs\":[");
+        for (int step = 0; step < n_gen; step++) printf("%s%.9g", step ? "," : "", chosen[step]);
+        printf("]}\n");
+        free(chosen);
+    } else {
+        struct llama_batch batch = llama_batch_init(n_ids, 0, 1);
+        for (int i = 0; i < n_ids; i++) {
+            batch.token[i] = ids[i];
+            batch.pos[i] = i;
+            batch.n_seq_id[i] = 1;
+            batch.seq_id[i][0] = 0;
+            batch.logits[i] = 1;
+        }
+        batch.n_tokens = n_ids;
+        if (llama_decode(ctx, batch)) die("llama_decode failed");
+        FILE *lf = NULL;
+        if (logits_out && !(lf = fopen(logits_out, "wb"))) die("cannot open --logits-out");
+        printf("{\"ok\":true,\"positions\":[");
+        for (int i = 0; i < n_ids; i++) {
+            const float *logits = llama_get_logits_ith(ctx, i);
+            if (lf) fwrite(logits, sizeof(float), n_vocab, lf);
+            log_softmax(logits, n_vocab, lp);
+            printf("%s{\"argmax\":%d", i ? "," : "", argmax(logits, n_vocab));
+            if (i + 1 < n_ids) printf(",\"next\":%d,\"next_logprob\":%.9g", ids[i + 1], lp[ids[i + 1]]);
+            printf(",\"top\":");
+            print_top(lp, n_vocab, top);
+            printf("}");
+        }
+        printf("]}\n");
+        if (lf) fclose(lf);
+        llama_batch_free(batch);
+    }
+    free(lp);
+    free(ids);
+    llama_free(ctx);
+    llama_model_free(model);
+    return 0;
+}

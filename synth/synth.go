@@ -1,0 +1,485 @@
+// Package synth writes deterministic random-weight Mixture-of-Experts
+// models as GGUF, for tests, demos and benchmarks. No model can be
+// downloaded where gguftool is tested, so every fixture is made here from
+// a seed: the same Config always gives byte-identical output.
+//
+// The models load in llama.cpp: the metadata keys have the exact types its
+// loader demands, the tensor set is exactly what its loader creates for
+// the architecture, and the tokenizer is a GPT-2 byte-level BPE with
+// merges learned from a built-in corpus. Weights are uniform random,
+// scaled so activations keep unit variance and next-token distributions
+// are peaked rather than flat.
+package synth
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/gguf/quant"
+)
+
+// Architectures synth can write.
+var Archs = []string{"qwen3moe", "llama", "olmoe", "deepseek2", "gpt-oss"}
+
+// SameType as Config.ExpertType means "the same as Config.Type".
+const SameType = gguf.TypeCount
+
+// Config describes the model to synthesize.
+type Config struct {
+	Arch        string
+	Name        string
+	Layers      int
+	Embd        int
+	Heads       int
+	HeadsKV     int
+	HeadDim     int
+	Experts     int
+	ExpertsUsed int
+	ExpertFF    int
+	Vocab       int
+	Context     int
+	Type        gguf.Type // matrices other than routed experts
+	ExpertType  gguf.Type // routed experts; SameType follows Type
+	Seed        uint64
+
+	// deepseek2 layouts.
+	DenseLayers   int  // leading dense (non-MoE) layers
+	DenseFF       int  // FFN width of the dense layers
+	SharedExperts int  // shared experts per MoE layer
+	FusedGateUp   bool // one ffn_gate_up_exps [D, 2F, E] instead of gate and up
+	QLoraRank     int
+	KVLoraRank    int
+	RopeDim       int // rotary dims per head (MLA's qk_rope_head_dim)
+
+	// gpt-oss.
+	SlidingWindow int
+}
+
+// Defaults returns the tiny default model of an architecture: the one the
+// goldens use, small enough to run everywhere in milliseconds.
+func Defaults(arch string) Config {
+	c := Config{
+		Arch: arch, Layers: 2, Embd: 64, Heads: 4, HeadsKV: 2, HeadDim: 16,
+		Experts: 8, ExpertsUsed: 2, ExpertFF: 128, Vocab: 512, Context: 4096,
+		Type: gguf.TypeF32, ExpertType: SameType, Seed: 1,
+	}
+	switch arch {
+	case "olmoe":
+		c.HeadsKV = 4
+	case "deepseek2":
+		c.Layers = 3
+		c.HeadsKV = 1
+		c.HeadDim = 32
+		c.DenseLayers = 1
+		c.DenseFF = 256
+		c.SharedExperts = 1
+		c.QLoraRank = 32
+		c.KVLoraRank = 32
+		c.RopeDim = 16
+	case "gpt-oss":
+		c.ExpertFF = 64
+		c.SlidingWindow = 128
+	}
+	return c
+}
+
+func (c *Config) expertType() gguf.Type {
+	if c.ExpertType == SameType {
+		return c.Type
+	}
+	return c.ExpertType
+}
+
+// Validate checks the config against what the architecture's llama.cpp
+// loader accepts.
+func (c *Config) Validate() error {
+	if !slices.Contains(Archs, c.Arch) {
+		return fmt.Errorf("synth: unknown architecture %q (known: %s)", c.Arch, strings.Join(Archs, ", "))
+	}
+	pos := []struct {
+		name string
+		v    int
+	}{{"layers", c.Layers}, {"embedding width", c.Embd}, {"heads", c.Heads}, {"kv heads", c.HeadsKV},
+		{"head dim", c.HeadDim}, {"experts", c.Experts}, {"experts used", c.ExpertsUsed},
+		{"expert FFN width", c.ExpertFF}, {"context length", c.Context}}
+	for _, p := range pos {
+		if p.v <= 0 {
+			return fmt.Errorf("synth: %s must be positive, got %d", p.name, p.v)
+		}
+	}
+	if c.ExpertsUsed > c.Experts {
+		return fmt.Errorf("synth: experts used (%d) exceeds experts (%d)", c.ExpertsUsed, c.Experts)
+	}
+	if c.Heads%c.HeadsKV != 0 {
+		return fmt.Errorf("synth: heads (%d) must be a multiple of kv heads (%d)", c.Heads, c.HeadsKV)
+	}
+	if c.HeadDim%2 != 0 {
+		return fmt.Errorf("synth: head dim must be even for RoPE, got %d", c.HeadDim)
+	}
+	for _, t := range []gguf.Type{c.Type, c.expertType()} {
+		if !quant.CanQuantize(t) {
+			return fmt.Errorf("synth: weight type %s is not supported (use f32, f16, bf16, q8_0 or, for experts, mxfp4)", t)
+		}
+	}
+	if c.Type == gguf.TypeMXFP4 {
+		return errors.New("synth: mxfp4 is for routed experts only (use --expert-type mxfp4)")
+	}
+	if c.FusedGateUp && c.Arch != "deepseek2" {
+		return fmt.Errorf("synth: a fused gate_up expert tensor loads in llama.cpp only for deepseek2, not %s", c.Arch)
+	}
+	if (c.DenseLayers > 0 || c.SharedExperts > 0) && c.Arch != "deepseek2" {
+		return fmt.Errorf("synth: leading dense layers and shared experts are deepseek2 layouts, not %s", c.Arch)
+	}
+	switch c.Arch {
+	case "olmoe":
+		if c.Heads*c.HeadDim != c.Embd || c.HeadsKV != c.Heads {
+			return fmt.Errorf("synth: olmoe needs heads×head dim = width (%d×%d ≠ %d) and kv heads = heads", c.Heads, c.HeadDim, c.Embd)
+		}
+	case "deepseek2":
+		if c.DenseLayers >= c.Layers {
+			return fmt.Errorf("synth: deepseek2 needs at least one MoE layer (%d dense of %d)", c.DenseLayers, c.Layers)
+		}
+		if c.DenseLayers > 0 && c.DenseFF <= 0 {
+			return errors.New("synth: dense layers need a positive dense FFN width")
+		}
+		if c.SharedExperts <= 0 || c.QLoraRank <= 0 || c.KVLoraRank <= 0 || c.RopeDim <= 0 || c.RopeDim%2 != 0 {
+			return errors.New("synth: deepseek2 needs shared experts, q/kv LoRA ranks and an even RoPE dim, all positive")
+		}
+		if c.HeadsKV != 1 {
+			return errors.New("synth: deepseek2 (MLA) has one kv head")
+		}
+	case "gpt-oss":
+		if c.SlidingWindow <= 0 {
+			return errors.New("synth: gpt-oss needs a positive sliding window")
+		}
+	}
+	return nil
+}
+
+// Model builds the metadata and tensor sources of the configured model.
+// The tensor readers generate data on the fly, one row at a time.
+func (c *Config) Model() ([]gguf.KV, []gguf.TensorSource, error) {
+	if err := c.Validate(); err != nil {
+		return nil, nil, err
+	}
+	vocab, err := buildVocab(c.Vocab)
+	if err != nil {
+		return nil, nil, err
+	}
+	specs := c.tensors()
+	quantized := false
+	for _, s := range specs {
+		if tt, _ := s.typ.Traits(); tt.Quantized {
+			quantized = true
+		}
+	}
+	kvs := c.metadata(vocab, quantized)
+	srcs := make([]gguf.TensorSource, len(specs))
+	for i, s := range specs {
+		srcs[i] = gguf.TensorSource{
+			TensorInfo: gguf.TensorInfo{Name: s.name, Shape: s.shape, Type: s.typ},
+			Data:       newTensorReader(c.Seed, s),
+		}
+	}
+	return kvs, srcs, nil
+}
+
+// fileType is general.file_type (llama_ftype) for the weight types.
+func (c *Config) fileType() uint32 {
+	if c.expertType() == gguf.TypeMXFP4 {
+		return 38 // MXFP4_MOE
+	}
+	switch c.Type {
+	case gguf.TypeF16:
+		return 1
+	case gguf.TypeQ8_0:
+		return 7
+	case gguf.TypeBF16:
+		return 32
+	}
+	return 0
+}
+
+func (c *Config) metadata(v *vocabulary, quantized bool) []gguf.KV {
+	a := c.Arch
+	u32 := func(k string, x int) gguf.KV { return gguf.KV{Key: a + "." + k, Value: gguf.Uint32(uint32(x))} }
+	f32 := func(k string, x float32) gguf.KV { return gguf.KV{Key: a + "." + k, Value: gguf.Float32(x)} }
+	name := c.Name
+	if name == "" {
+		name = fmt.Sprintf("synth-%s-seed%d", c.Arch, c.Seed)
+	}
+	kvs := []gguf.KV{
+		{Key: "general.architecture", Value: gguf.String(a)},
+		{Key: "general.name", Value: gguf.String(name)},
+		{Key: "general.file_type", Value: gguf.Uint32(c.fileType())},
+	}
+	if quantized {
+		kvs = append(kvs, gguf.KV{Key: "general.quantization_version", Value: gguf.Uint32(2)})
+	}
+	kvs = append(kvs,
+		u32("vocab_size", c.Vocab),
+		u32("context_length", c.Context),
+		u32("embedding_length", c.Embd),
+		u32("block_count", c.Layers),
+		u32("attention.head_count", c.Heads),
+		u32("attention.head_count_kv", c.HeadsKV),
+		f32("attention.layer_norm_rms_epsilon", 1e-6),
+		u32("expert_count", c.Experts),
+		u32("expert_used_count", c.ExpertsUsed),
+	)
+	switch a {
+	case "qwen3moe":
+		kvs = append(kvs,
+			u32("expert_feed_forward_length", c.ExpertFF),
+			u32("attention.key_length", c.HeadDim),
+			u32("attention.value_length", c.HeadDim),
+			f32("rope.freq_base", 1e6))
+	case "llama":
+		kvs = append(kvs,
+			u32("feed_forward_length", c.ExpertFF),
+			u32("attention.key_length", c.HeadDim),
+			u32("attention.value_length", c.HeadDim),
+			u32("rope.dimension_count", c.HeadDim),
+			f32("rope.freq_base", 1e4))
+	case "olmoe":
+		kvs = append(kvs,
+			u32("feed_forward_length", c.ExpertFF),
+			f32("rope.freq_base", 1e4))
+	case "deepseek2":
+		kvs = append(kvs,
+			u32("feed_forward_length", c.DenseFF),
+			u32("expert_feed_forward_length", c.ExpertFF),
+			u32("leading_dense_block_count", c.DenseLayers),
+			u32("expert_shared_count", c.SharedExperts),
+			f32("expert_weights_scale", 2.5),
+			gguf.KV{Key: a + ".expert_weights_norm", Value: gguf.Bool(true)},
+			u32("expert_gating_func", 2), // sigmoid, as DeepSeek-V3
+			u32("attention.q_lora_rank", c.QLoraRank),
+			u32("attention.kv_lora_rank", c.KVLoraRank),
+			u32("attention.key_length", c.KVLoraRank+c.RopeDim),
+			u32("attention.value_length", c.KVLoraRank),
+			u32("attention.key_length_mla", c.HeadDim+c.RopeDim),
+			u32("attention.value_length_mla", c.HeadDim),
+			u32("rope.dimension_count", c.RopeDim),
+			f32("rope.freq_base", 1e4))
+	case "gpt-oss":
+		kvs = append(kvs,
+			u32("expert_feed_forward_length", c.ExpertFF),
+			u32("attention.key_length", c.HeadDim),
+			u32("attention.value_length", c.HeadDim),
+			u32("attention.sliding_window", c.SlidingWindow),
+			f32("rope.freq_base", 15e4))
+	}
+	pre := map[string]string{"qwen3moe": "qwen2", "llama": "gpt-2", "olmoe": "olmo", "deepseek2": "deepseek-v3", "gpt-oss": "gpt-4o"}[a]
+	kvs = append(kvs,
+		gguf.KV{Key: "tokenizer.ggml.model", Value: gguf.String("gpt2")},
+		gguf.KV{Key: "tokenizer.ggml.pre", Value: gguf.String(pre)},
+		gguf.KV{Key: "tokenizer.ggml.tokens", Value: gguf.Array(v.tokens)},
+		gguf.KV{Key: "tokenizer.ggml.token_type", Value: gguf.Array(v.types)},
+		gguf.KV{Key: "tokenizer.ggml.merges", Value: gguf.Array(v.merges)},
+		gguf.KV{Key: "tokenizer.ggml.eos_token_id", Value: gguf.Uint32(v.eos)},
+		gguf.KV{Key: "tokenizer.ggml.bos_token_id", Value: gguf.Uint32(v.eos)},
+		gguf.KV{Key: "tokenizer.ggml.padding_token_id", Value: gguf.Uint32(v.eos)},
+		gguf.KV{Key: "tokenizer.ggml.add_bos_token", Value: gguf.Bool(false)},
+		gguf.KV{Key: "tokenizer.chat_template", Value: gguf.String(chatMLTemplate)},
+	)
+	return kvs
+}
+
+// init says how a tensor's values are drawn.
+type initKind int
+
+const (
+	initMatrix initKind = iota // uniform, bound gain·sqrt(3/ne0): unit-variance outputs
+	initNorm                   // 1 ± 0.2
+	initEmbed                  // ±1
+	initBias                   // ±0.1
+)
+
+type tensorSpec struct {
+	name  string
+	shape []int64
+	typ   gguf.Type
+	init  initKind
+	gain  float32
+}
+
+// tensors lists the model's tensors in file order: token embedding, each
+// block, then the output norm and head (the order llama.cpp's converter
+// uses).
+func (c *Config) tensors() []tensorSpec {
+	D, V := int64(c.Embd), int64(c.Vocab)
+	H, Hkv, hd := int64(c.Heads), int64(c.HeadsKV), int64(c.HeadDim)
+	E, F := int64(c.Experts), int64(c.ExpertFF)
+	var out []tensorSpec
+	mat := func(name string, gain float32, shape ...int64) {
+		out = append(out, tensorSpec{name: name, shape: shape, typ: c.Type, init: initMatrix, gain: gain})
+	}
+	experts := func(name string, shape ...int64) {
+		out = append(out, tensorSpec{name: name, shape: shape, typ: c.expertType(), init: initMatrix, gain: 1})
+	}
+	f32 := func(name string, init initKind, gain float32, shape ...int64) {
+		out = append(out, tensorSpec{name: name, shape: shape, typ: gguf.TypeF32, init: init, gain: gain})
+	}
+	norm := func(name string, n int64) { f32(name, initNorm, 0, n) }
+
+	out = append(out, tensorSpec{name: "token_embd.weight", shape: []int64{D, V}, typ: c.Type, init: initEmbed})
+	for l := range c.Layers {
+		b := fmt.Sprintf("blk.%d.", l)
+		norm(b+"attn_norm.weight", D)
+		switch c.Arch {
+		case "deepseek2":
+			nope, rope, kvr, qr := int64(c.HeadDim), int64(c.RopeDim), int64(c.KVLoraRank), int64(c.QLoraRank)
+			norm(b+"attn_q_a_norm.weight", qr)
+			norm(b+"attn_kv_a_norm.weight", kvr)
+			mat(b+"attn_q_a.weight", 1, D, qr)
+			mat(b+"attn_q_b.weight", 1, qr, H*(nope+rope))
+			mat(b+"attn_kv_a_mqa.weight", 1, D, kvr+rope)
+			mat(b+"attn_k_b.weight", 1, nope, kvr, H)
+			mat(b+"attn_v_b.weight", 1, kvr, hd, H)
+			mat(b+"attn_output.weight", 1, H*hd, D)
+		default:
+			mat(b+"attn_q.weight", 1, D, H*hd)
+			mat(b+"attn_k.weight", 1, D, Hkv*hd)
+			mat(b+"attn_v.weight", 1, D, Hkv*hd)
+			if c.Arch == "gpt-oss" {
+				f32(b+"attn_q.bias", initBias, 0, H*hd)
+				f32(b+"attn_k.bias", initBias, 0, Hkv*hd)
+				f32(b+"attn_v.bias", initBias, 0, Hkv*hd)
+			}
+			mat(b+"attn_output.weight", 1, H*hd, D)
+		}
+		switch c.Arch {
+		case "qwen3moe":
+			norm(b+"attn_q_norm.weight", hd)
+			norm(b+"attn_k_norm.weight", hd)
+		case "olmoe":
+			norm(b+"attn_q_norm.weight", D)
+			norm(b+"attn_k_norm.weight", D)
+		case "gpt-oss":
+			f32(b+"attn_output.bias", initBias, 0, D)
+			f32(b+"attn_sinks.weight", initEmbed, 0, H)
+		}
+		if c.Arch == "gpt-oss" {
+			norm(b+"post_attention_norm.weight", D)
+		} else {
+			norm(b+"ffn_norm.weight", D)
+		}
+		if l < c.DenseLayers {
+			Fd := int64(c.DenseFF)
+			mat(b+"ffn_gate.weight", 1, D, Fd)
+			mat(b+"ffn_up.weight", 1, D, Fd)
+			mat(b+"ffn_down.weight", 1, Fd, D)
+			continue
+		}
+		f32(b+"ffn_gate_inp.weight", initMatrix, 2, D, E)
+		if c.Arch == "gpt-oss" {
+			f32(b+"ffn_gate_inp.bias", initBias, 0, E)
+		}
+		if c.Arch == "deepseek2" {
+			f32(b+"exp_probs_b.bias", initBias, 0, E)
+		}
+		if c.FusedGateUp {
+			experts(b+"ffn_gate_up_exps.weight", D, 2*F, E)
+		} else {
+			experts(b+"ffn_gate_exps.weight", D, F, E)
+			experts(b+"ffn_up_exps.weight", D, F, E)
+		}
+		experts(b+"ffn_down_exps.weight", F, D, E)
+		if c.Arch == "gpt-oss" {
+			f32(b+"ffn_gate_exps.bias", initBias, 0, F, E)
+			f32(b+"ffn_up_exps.bias", initBias, 0, F, E)
+			f32(b+"ffn_down_exps.bias", initBias, 0, D, E)
+		}
+		if c.SharedExperts > 0 {
+			Fs := F * int64(c.SharedExperts)
+			mat(b+"ffn_gate_shexp.weight", 1, D, Fs)
+			mat(b+"ffn_up_shexp.weight", 1, D, Fs)
+			mat(b+"ffn_down_shexp.weight", 1, Fs, D)
+		}
+	}
+	norm("output_norm.weight", D)
+	mat("output.weight", 4, D, V)
+
+	// A row that does not fill whole blocks of the requested type falls
+	// back to F16, as llama-quantize falls back to a compatible type.
+	for i := range out {
+		if out[i].shape[0]%out[i].typ.BlockSize() != 0 {
+			out[i].typ = gguf.TypeF16
+		}
+	}
+	return out
+}
+
+// tensorReader generates a tensor's bytes row by row.
+type tensorReader struct {
+	spec  tensorSpec
+	rng   *rng
+	rows  int64
+	row   []float32
+	buf   []byte
+	pos   int
+	bound float32
+}
+
+func newTensorReader(seed uint64, s tensorSpec) *tensorReader {
+	rows := int64(1)
+	for _, d := range s.shape[1:] {
+		rows *= d
+	}
+	r := &tensorReader{spec: s, rng: newRNG(seed, s.name), rows: rows, row: make([]float32, s.shape[0])}
+	if s.init == initMatrix {
+		r.bound = s.gain * float32(math.Sqrt(3/float64(s.shape[0])))
+	}
+	return r
+}
+
+func (r *tensorReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		if r.pos == len(r.buf) {
+			if r.rows == 0 {
+				if n == 0 {
+					return 0, io.EOF
+				}
+				return n, nil
+			}
+			if err := r.nextRow(); err != nil {
+				return n, err
+			}
+		}
+		k := copy(p[n:], r.buf[r.pos:])
+		r.pos += k
+		n += k
+	}
+	return n, nil
+}
+
+func (r *tensorReader) nextRow() error {
+	for i := range r.row {
+		u := r.rng.uniform()
+		switch r.spec.init {
+		case initMatrix:
+			r.row[i] = u * r.bound
+		case initNorm:
+			r.row[i] = 1 + 0.2*u
+		case initEmbed:
+			r.row[i] = u
+		case initBias:
+			r.row[i] = 0.1 * u
+		}
+	}
+	var err error
+	r.buf, err = quant.Quantize(r.buf[:0], r.spec.typ, r.row)
+	if err != nil {
+		return fmt.Errorf("synth: tensor %s: %w", r.spec.name, err)
+	}
+	r.pos = 0
+	r.rows--
+	return nil
+}

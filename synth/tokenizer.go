@@ -1,0 +1,166 @@
+package synth
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+)
+
+// Token types (llama_token_type).
+const (
+	tokenNormal  = 1
+	tokenControl = 3
+)
+
+// Special tokens, placed right after the byte tokens and the merges.
+const (
+	tokEndOfText = "<|endoftext|>"
+	tokImStart   = "<|im_start|>"
+	tokImEnd     = "<|im_end|>"
+)
+
+// corpus is the text the tiny BPE trainer learns its merges from: some
+// English and some code, so prompts of either kind tokenize into
+// multi-byte tokens.
+const corpus = `The quick brown fox jumps over the lazy dog. A mixture of experts model routes each token to a few of its experts, and only those experts are read for that token. The experts live on a fast disk while the model is served, and the router chooses which of them are needed for every layer of the network.
+Large language models are stored in files of many gigabytes. Each tensor is stored as a sequence of blocks, and each block holds a scale and a set of small integers. When the model runs, the weights are read from memory, multiplied with the activations, and the result is passed to the next layer.
+func main() {
+	for i := 0; i < 10; i++ {
+		fmt.Println("hello, world", i)
+	}
+}
+def forward(self, x):
+    return self.down(self.act(self.gate(x)) * self.up(x))
+The answer is 42. There are 1024 tokens in the context, and the time is 12:30.
+`
+
+var pretokenize = regexp.MustCompile(`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+`)
+
+// byteToUnicode is GPT-2's bytes_to_unicode: printable bytes map to
+// themselves, the others to code points from 256 up.
+func byteToUnicode() [256]rune {
+	var m [256]rune
+	used := [256]bool{}
+	for b := '!'; b <= '~'; b++ {
+		used[b] = true
+	}
+	for b := '¡'; b <= '¬'; b++ {
+		used[b] = true
+	}
+	for b := '®'; b <= 'ÿ'; b++ {
+		used[b] = true
+	}
+	n := rune(0)
+	for b := range 256 {
+		if used[b] {
+			m[b] = rune(b)
+		} else {
+			m[b] = 256 + n
+			n++
+		}
+	}
+	return m
+}
+
+// vocabulary is a GPT-2 style byte-level BPE vocabulary.
+type vocabulary struct {
+	tokens []string
+	types  []int32
+	merges []string
+	eos    uint32 // <|endoftext|>, also bos and padding
+}
+
+// buildVocab makes a vocabulary of exactly n tokens: the 256 byte tokens
+// (id = byte value), up to n−259 merges learned from the corpus, the
+// three special tokens, then <|reserved_N|> control tokens.
+func buildVocab(n int) (*vocabulary, error) {
+	const specials = 3
+	if n < 256+specials {
+		return nil, fmt.Errorf("synth: vocabulary of %d tokens is too small (need at least %d)", n, 256+specials)
+	}
+	b2u := byteToUnicode()
+	v := &vocabulary{}
+	have := map[string]bool{}
+	for b := range 256 {
+		s := string(b2u[b])
+		v.tokens = append(v.tokens, s)
+		v.types = append(v.types, tokenNormal)
+		have[s] = true
+	}
+
+	// Words as symbol sequences, with counts.
+	counts := map[string]int{}
+	for _, w := range pretokenize.FindAllString(corpus, -1) {
+		counts[w]++
+	}
+	type word struct {
+		syms  []string
+		count int
+	}
+	keys := make([]string, 0, len(counts))
+	for w := range counts {
+		keys = append(keys, w)
+	}
+	sort.Strings(keys)
+	words := make([]word, 0, len(keys))
+	for _, w := range keys {
+		var syms []string
+		for _, b := range []byte(w) {
+			syms = append(syms, string(b2u[b]))
+		}
+		words = append(words, word{syms, counts[w]})
+	}
+
+	for len(v.merges) < n-256-specials {
+		pairs := map[[2]string]int{}
+		for _, w := range words {
+			for i := 0; i+1 < len(w.syms); i++ {
+				pairs[[2]string{w.syms[i], w.syms[i+1]}] += w.count
+			}
+		}
+		var best [2]string
+		bestCount := 1 // a merge must be seen at least twice
+		for p, c := range pairs {
+			if c > bestCount || (c == bestCount && bestCount > 1 && p[0]+" "+p[1] < best[0]+" "+best[1]) {
+				best, bestCount = p, c
+			}
+		}
+		if bestCount < 2 {
+			break
+		}
+		merged := best[0] + best[1]
+		v.merges = append(v.merges, best[0]+" "+best[1])
+		if !have[merged] {
+			have[merged] = true
+			v.tokens = append(v.tokens, merged)
+			v.types = append(v.types, tokenNormal)
+		}
+		for wi := range words {
+			s := words[wi].syms
+			out := s[:0]
+			for i := 0; i < len(s); i++ {
+				if i+1 < len(s) && s[i] == best[0] && s[i+1] == best[1] {
+					out = append(out, merged)
+					i++
+				} else {
+					out = append(out, s[i])
+				}
+			}
+			words[wi].syms = out
+		}
+	}
+
+	v.eos = uint32(len(v.tokens))
+	for _, s := range []string{tokEndOfText, tokImStart, tokImEnd} {
+		v.tokens = append(v.tokens, s)
+		v.types = append(v.types, tokenControl)
+	}
+	for i := 0; len(v.tokens) < n; i++ {
+		v.tokens = append(v.tokens, fmt.Sprintf("<|reserved_%d|>", i))
+		v.types = append(v.types, tokenControl)
+	}
+	return v, nil
+}
+
+// chatMLTemplate is the Jinja chat template of Qwen-style models.
+const chatMLTemplate = `{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}`
