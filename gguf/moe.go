@@ -102,11 +102,11 @@ func ReadHparams(f *File) Hparams {
 
 // ExpertTensor describes one routed-expert tensor of a MoE layer.
 type ExpertTensor struct {
-	Name        string `json:"name"`
-	Type        string `json:"type"`
+	Name        string  `json:"name"`
+	Type        string  `json:"type"`
 	Shape       []int64 `json:"shape"`
-	Experts     int64  `json:"experts"`
-	BytesPerExp int64  `json:"bytes_per_expert"`
+	Experts     int64   `json:"experts"`
+	BytesPerExp int64   `json:"bytes_per_expert"`
 }
 
 // MoELayer is one layer that holds routed experts.

@@ -125,7 +125,9 @@ func NewReaderName(r io.ReaderAt, size int64, name string) (*File, error) {
 	d := &decoder{
 		name: name,
 		size: size,
-		br:   bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 64<<10),
+		// The buffer never exceeds the file, so a small hostile file
+		// cannot make the reader allocate more than it holds.
+		br: bufio.NewReaderSize(io.NewSectionReader(r, 0, size), int(min(64<<10, max(size, 16)))),
 	}
 	f := &File{Name: name, Size: size, r: r}
 	if err := f.decode(d); err != nil {

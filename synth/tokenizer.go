@@ -32,6 +32,11 @@ func main() {
 def forward(self, x):
     return self.down(self.act(self.gate(x)) * self.up(x))
 The answer is 42. There are 1024 tokens in the context, and the time is 12:30.
+Quantization stores each weight in fewer bits: eight, six, five or four bits per weight, with a scale for every block of thirty-two or two hundred and fifty-six weights. The smaller the file, the faster it streams from the disk, but the larger the error it adds to the output of the model.
+{"model": "qwen3moe", "messages": [{"role": "user", "content": "Hello! How are you today?"}], "max_tokens": 64, "stream": true}
+if err != nil {
+	return fmt.Errorf("read %s at offset %d: %w", name, off, err)
+}
 `
 
 var pretokenize = regexp.MustCompile(`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+`)
@@ -119,14 +124,14 @@ func buildVocab(n int) (*vocabulary, error) {
 			}
 		}
 		var best [2]string
-		bestCount := 1 // a merge must be seen at least twice
+		bestCount := 0
 		for p, c := range pairs {
-			if c > bestCount || (c == bestCount && bestCount > 1 && p[0]+" "+p[1] < best[0]+" "+best[1]) {
+			if c > bestCount || (c == bestCount && p[0]+" "+p[1] < best[0]+" "+best[1]) {
 				best, bestCount = p, c
 			}
 		}
-		if bestCount < 2 {
-			break
+		if bestCount == 0 {
+			break // every word is one token
 		}
 		merged := best[0] + best[1]
 		v.merges = append(v.merges, best[0]+" "+best[1])
