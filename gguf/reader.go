@@ -201,6 +201,23 @@ type decoder struct {
 	off  int64
 	br   *bufio.Reader
 	buf  [8]byte
+
+	// What is being decoded, for error messages only: kept as parts and
+	// formatted on error, so the hot path allocates nothing for them.
+	item      string // "key" or "tensor"
+	itemIndex uint64
+	itemName  string
+}
+
+// where describes the item being decoded, e.g. ` of tensor 3 "output.weight"`.
+func (d *decoder) where() string {
+	switch {
+	case d.item == "":
+		return ""
+	case d.itemName == "":
+		return fmt.Sprintf(" of %s %d", d.item, d.itemIndex)
+	}
+	return fmt.Sprintf(" of %s %d %q", d.item, d.itemIndex, d.itemName)
 }
 
 func (d *decoder) errorf(off int64, format string, args ...any) error {
@@ -212,13 +229,13 @@ func (d *decoder) remaining() int64 { return d.size - d.off }
 // read fills p, turning a short file into a FormatError.
 func (d *decoder) read(p []byte, what string) error {
 	if int64(len(p)) > d.remaining() {
-		return d.errorf(d.off, "file ends while reading %s (%d bytes needed, %d left)", what, len(p), d.remaining())
+		return d.errorf(d.off, "file ends while reading %s%s (%d bytes needed, %d left)", what, d.where(), len(p), d.remaining())
 	}
 	if _, err := io.ReadFull(d.br, p); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return d.errorf(d.off, "file ends while reading %s", what)
+			return d.errorf(d.off, "file ends while reading %s%s", what, d.where())
 		}
-		return fmt.Errorf("gguf: %s: reading %s at offset %d: %w", d.name, what, d.off, err)
+		return fmt.Errorf("gguf: %s: reading %s%s at offset %d: %w", d.name, what, d.where(), d.off, err)
 	}
 	d.off += int64(len(p))
 	return nil
@@ -248,15 +265,15 @@ func (d *decoder) u64(what string) (uint64, error) {
 // bytes left before allocating.
 func (d *decoder) str(what string) (string, error) {
 	at := d.off
-	n, err := d.u64(what + " length")
+	n, err := d.u64(what)
 	if err != nil {
 		return "", err
 	}
 	if n > MaxStringLength {
-		return "", d.errorf(at, "%s length %d exceeds the 1 GiB limit", what, n)
+		return "", d.errorf(at, "%s%s: length %d exceeds the 1 GiB limit", what, d.where(), n)
 	}
 	if int64(n) > d.remaining() {
-		return "", d.errorf(at, "%s length %d exceeds the %d bytes left in the file", what, n, d.remaining())
+		return "", d.errorf(at, "%s%s: length %d exceeds the %d bytes left in the file", what, d.where(), n, d.remaining())
 	}
 	b := make([]byte, n)
 	if err := d.read(b, what); err != nil {
@@ -307,7 +324,8 @@ func (f *File) decode(d *decoder) error {
 	f.kvIndex = make(map[string]int, nKV)
 	for i := range nKV {
 		at := d.off
-		key, err := d.str(fmt.Sprintf("key %d", i))
+		d.item, d.itemIndex, d.itemName = "key", i, ""
+		key, err := d.str("key")
 		if err != nil {
 			return err
 		}
@@ -317,6 +335,7 @@ func (f *File) decode(d *decoder) error {
 		if j, dup := f.kvIndex[key]; dup {
 			return d.errorf(at, "duplicate key %q (keys %d and %d)", key, j, i)
 		}
+		d.itemName = key
 		v, err := d.value(key)
 		if err != nil {
 			return err
@@ -340,7 +359,8 @@ func (f *File) decode(d *decoder) error {
 	f.Tensors = make([]TensorInfo, 0, nTensors)
 	f.tenIndex = make(map[string]int, nTensors)
 	for i := range nTensors {
-		t, err := d.tensorInfo(int(i))
+		d.item, d.itemIndex, d.itemName = "tensor", i, ""
+		t, err := d.tensorInfo()
 		if err != nil {
 			return err
 		}
@@ -350,6 +370,7 @@ func (f *File) decode(d *decoder) error {
 		f.tenIndex[t.Name] = len(f.Tensors)
 		f.Tensors = append(f.Tensors, t)
 	}
+	d.item = ""
 	f.InfoEnd = d.off
 	f.DataOffset = d.off
 	if nTensors > 0 {
@@ -363,14 +384,15 @@ func (f *File) decode(d *decoder) error {
 
 // tensorInfo reads one tensor info and validates everything it can on its
 // own: dimensions, element count, type and row divisibility.
-func (d *decoder) tensorInfo(i int) (TensorInfo, error) {
+func (d *decoder) tensorInfo() (TensorInfo, error) {
 	var t TensorInfo
 	var err error
-	if t.Name, err = d.str(fmt.Sprintf("tensor %d name", i)); err != nil {
+	if t.Name, err = d.str("name"); err != nil {
 		return t, err
 	}
+	d.itemName = t.Name
 	at := d.off
-	nDims, err := d.u32("n_dims of " + t.Name)
+	nDims, err := d.u32("n_dims")
 	if err != nil {
 		return t, err
 	}
@@ -382,7 +404,7 @@ func (d *decoder) tensorInfo(i int) (TensorInfo, error) {
 	overflow := false
 	for j := range t.Shape {
 		at := d.off
-		ne, err := d.u64(fmt.Sprintf("ne[%d] of %s", j, t.Name))
+		ne, err := d.u64("shape")
 		if err != nil {
 			return t, err
 		}
@@ -400,7 +422,7 @@ func (d *decoder) tensorInfo(i int) (TensorInfo, error) {
 		return t, d.errorf(at, "tensor %q shape %v has more than 2^63 elements", t.Name, t.Shape)
 	}
 	at = d.off
-	typ, err := d.u32("type of " + t.Name)
+	typ, err := d.u32("type")
 	if err != nil {
 		return t, err
 	}
@@ -417,7 +439,7 @@ func (d *decoder) tensorInfo(i int) (TensorInfo, error) {
 			t.Name, t.Dim(0), t.Type, traits.BlockSize)
 	}
 	at = d.off
-	off, err := d.u64("data offset of " + t.Name)
+	off, err := d.u64("data offset")
 	if err != nil {
 		return t, err
 	}
@@ -491,7 +513,7 @@ func tensorBytesChecked(t *TensorInfo) (int64, bool) {
 // value reads a value's type tag and payload.
 func (d *decoder) value(key string) (Value, error) {
 	at := d.off
-	tag, err := d.u32("type of key " + key)
+	tag, err := d.u32("value type")
 	if err != nil {
 		return Value{}, err
 	}
@@ -500,10 +522,10 @@ func (d *decoder) value(key string) (Value, error) {
 		return Value{}, d.errorf(at, "key %q has invalid value type %d", key, tag)
 	}
 	if typ != ValueArray {
-		return d.scalar(typ, key)
+		return d.scalar(typ)
 	}
 	at = d.off
-	et, err := d.u32("array type of key " + key)
+	et, err := d.u32("array element type")
 	if err != nil {
 		return Value{}, err
 	}
@@ -515,7 +537,7 @@ func (d *decoder) value(key string) (Value, error) {
 		return Value{}, d.errorf(at, "key %q has invalid array element type %d", key, et)
 	}
 	at = d.off
-	n, err := d.u64("array length of key " + key)
+	n, err := d.u64("array length")
 	if err != nil {
 		return Value{}, err
 	}
@@ -525,11 +547,11 @@ func (d *decoder) value(key string) (Value, error) {
 	if n > uint64(d.remaining()/elem.size()) {
 		return Value{}, d.errorf(at, "key %q array of %d %s cannot fit in the %d bytes left", key, n, elem, d.remaining())
 	}
-	return d.array(elem, int(n), key)
+	return d.array(elem, int(n))
 }
 
-func (d *decoder) scalar(typ ValueType, key string) (Value, error) {
-	what := "value of key " + key
+func (d *decoder) scalar(typ ValueType) (Value, error) {
+	const what = "value"
 	switch typ {
 	case ValueString:
 		s, err := d.str(what)
@@ -588,12 +610,12 @@ func scalarFromBits(typ ValueType, raw uint64) Value {
 }
 
 // array decodes n elements; n has been checked against the bytes left.
-func (d *decoder) array(elem ValueType, n int, key string) (Value, error) {
-	what := "array of key " + key
+func (d *decoder) array(elem ValueType, n int) (Value, error) {
+	const what = "array element"
 	if elem == ValueString {
 		out := make([]string, n)
 		for i := range out {
-			s, err := d.str(fmt.Sprintf("element %d of %s", i, what))
+			s, err := d.str(what)
 			if err != nil {
 				return Value{}, err
 			}

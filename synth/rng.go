@@ -2,14 +2,15 @@ package synth
 
 import "math/bits"
 
-// rng is xoshiro256**, seeded through splitmix64. Every tensor gets its own
-// stream, seeded from the model seed and the tensor's name, so a tensor's
-// values depend on neither the tensor order nor the file type: the same
-// seed gives the same underlying floats in F32, F16 and Q8_0 files.
+// rng is xoshiro256**, seeded through splitmix64. Every row of every
+// tensor gets its own stream, seeded from the model seed, the tensor's
+// name and the row index, so values depend on neither the tensor order nor
+// the file type (the same seed gives the same underlying floats in F32,
+// F16 and Q8_0 files), and rows can be generated in parallel.
 type rng struct{ s [4]uint64 }
 
-func newRNG(seed uint64, name string) *rng {
-	x := seed ^ fnv1a(name)
+func newRNG(seed uint64, name string, row int64) rng {
+	x := seed ^ fnv1a(name) ^ uint64(row)*0xD1B54A32D192ED03
 	var r rng
 	for i := range r.s {
 		x += 0x9E3779B97F4A7C15
@@ -18,7 +19,7 @@ func newRNG(seed uint64, name string) *rng {
 		z = (z ^ (z >> 27)) * 0x94D049BB133111EB
 		r.s[i] = z ^ (z >> 31)
 	}
-	return &r
+	return r
 }
 
 func (r *rng) next() uint64 {

@@ -16,8 +16,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/gguf/quant"
@@ -416,23 +418,28 @@ func (c *Config) tensors() []tensorSpec {
 	return out
 }
 
-// tensorReader generates a tensor's bytes row by row.
+// tensorReader generates a tensor's bytes, a chunk of rows at a time,
+// spreading each chunk's rows over the machine's cores.
 type tensorReader struct {
-	spec  tensorSpec
-	rng   *rng
-	rows  int64
-	row   []float32
-	buf   []byte
-	pos   int
-	bound float32
+	spec    tensorSpec
+	seed    uint64
+	rows    int64 // rows in the tensor
+	next    int64 // first row not yet generated
+	rowSize int
+	buf     []byte
+	pos     int
+	bound   float32
 }
+
+// chunkBytes is roughly how much output one generation step makes.
+const chunkBytes = 1 << 20
 
 func newTensorReader(seed uint64, s tensorSpec) *tensorReader {
 	rows := int64(1)
 	for _, d := range s.shape[1:] {
 		rows *= d
 	}
-	r := &tensorReader{spec: s, rng: newRNG(seed, s.name), rows: rows, row: make([]float32, s.shape[0])}
+	r := &tensorReader{spec: s, seed: seed, rows: rows, rowSize: int(s.typ.RowBytes(s.shape[0]))}
 	if s.init == initMatrix {
 		r.bound = s.gain * float32(math.Sqrt(3/float64(s.shape[0])))
 	}
@@ -443,13 +450,13 @@ func (r *tensorReader) Read(p []byte) (int, error) {
 	n := 0
 	for n < len(p) {
 		if r.pos == len(r.buf) {
-			if r.rows == 0 {
+			if r.next == r.rows {
 				if n == 0 {
 					return 0, io.EOF
 				}
 				return n, nil
 			}
-			if err := r.nextRow(); err != nil {
+			if err := r.fill(); err != nil {
 				return n, err
 			}
 		}
@@ -460,26 +467,56 @@ func (r *tensorReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (r *tensorReader) nextRow() error {
-	for i := range r.row {
-		u := r.rng.uniform()
+// fill generates the next chunk of rows into buf.
+func (r *tensorReader) fill() error {
+	count := min(r.rows-r.next, max(1, int64(chunkBytes/max(r.rowSize, 1))))
+	size := int(count) * r.rowSize
+	if cap(r.buf) < size {
+		r.buf = make([]byte, size)
+	}
+	r.buf = r.buf[:size]
+	workers := int64(min(runtime.GOMAXPROCS(0), 8))
+	per := (count + workers - 1) / workers
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := w*per, min((w+1)*per, count)
+		if lo >= hi {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			row := make([]float32, r.spec.shape[0])
+			for i := lo; i < hi; i++ {
+				r.genRow(r.next+i, row)
+				out := r.buf[int(i)*r.rowSize : int(i)*r.rowSize : int(i+1)*r.rowSize]
+				if _, err := quant.Quantize(out, r.spec.typ, row); err != nil {
+					errs[w] = fmt.Errorf("synth: tensor %s: %w", r.spec.name, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r.next += count
+	r.pos = 0
+	return errors.Join(errs...)
+}
+
+func (r *tensorReader) genRow(idx int64, row []float32) {
+	g := newRNG(r.seed, r.spec.name, idx)
+	for i := range row {
+		u := g.uniform()
 		switch r.spec.init {
 		case initMatrix:
-			r.row[i] = u * r.bound
+			row[i] = u * r.bound
 		case initNorm:
-			r.row[i] = 1 + 0.2*u
+			row[i] = 1 + 0.2*u
 		case initEmbed:
-			r.row[i] = u
+			row[i] = u
 		case initBias:
-			r.row[i] = 0.1 * u
+			row[i] = 0.1 * u
 		}
 	}
-	var err error
-	r.buf, err = quant.Quantize(r.buf[:0], r.spec.typ, r.row)
-	if err != nil {
-		return fmt.Errorf("synth: tensor %s: %w", r.spec.name, err)
-	}
-	r.pos = 0
-	r.rows--
-	return nil
 }

@@ -1,0 +1,199 @@
+package golden
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/internal/llamacpp"
+	"github.com/gguftool/gguftool/synth"
+)
+
+var update = flag.Bool("update", false, "re-record the fixtures with llama.cpp")
+
+// oracle returns the installed llama.cpp oracle. Without one the test is
+// skipped, unless GGUFTOOL_REQUIRE_LLAMACPP=1 (CI sets it), which makes a
+// missing oracle a failure.
+func oracle(t *testing.T) *llamacpp.Oracle {
+	t.Helper()
+	o, err := llamacpp.Find()
+	if err != nil {
+		if os.Getenv("GGUFTOOL_REQUIRE_LLAMACPP") == "1" || *update {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	return o
+}
+
+// TestFixturesReproduce: synth still makes the exact files the goldens
+// were recorded from. Needs no oracle.
+func TestFixturesReproduce(t *testing.T) {
+	if *update {
+		t.Skip("re-recording")
+	}
+	dir := t.TempDir()
+	for _, s := range Fixtures {
+		f, err := Read(Path(s))
+		if err != nil {
+			t.Fatalf("%v (record with scripts/llamacpp/record-goldens.sh)", err)
+		}
+		_, sum, err := Build(context.Background(), s, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum != f.SHA256 {
+			t.Errorf("%s: synth now writes sha256 %s, the golden was recorded from %s", s.Name(), sum, f.SHA256)
+		}
+		if f.Spec != s || len(f.Greedy) != GreedyTokens || len(f.TeacherForced) != len(Prompt)+GreedyTokens {
+			t.Errorf("%s: fixture does not match its spec", s.Name())
+		}
+	}
+}
+
+// TestLlamaCppGoldens re-runs llama.cpp on every fixture and compares
+// with what was recorded; with -update it records them.
+func TestLlamaCppGoldens(t *testing.T) {
+	o := oracle(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, s := range Fixtures {
+		t.Run(s.Name(), func(t *testing.T) {
+			model, sum, err := Build(ctx, s, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Record(ctx, o, s, model, sum)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *update {
+				if err := Write(Path(s), got); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := Read(Path(s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := Compare(want, got.Greedy, got.GreedyLogprobs, got.TeacherForced, 1e-6); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// Compare checks a reproduction against a fixture within tol.
+func Compare(want *Fixture, greedy []int, logprobs []float64, tf []llamacpp.Position, tol float64) error {
+	for i := range want.Greedy {
+		if i >= len(greedy) || greedy[i] != want.Greedy[i] {
+			return fmt.Errorf("%s: greedy ids %v, want %v", want.Name, greedy, want.Greedy)
+		}
+		if d := math.Abs(logprobs[i] - want.GreedyLogprobs[i]); d > tol {
+			return fmt.Errorf("%s: step %d log p differs by %g", want.Name, i, d)
+		}
+	}
+	if len(tf) != len(want.TeacherForced) {
+		return fmt.Errorf("%s: %d positions, want %d", want.Name, len(tf), len(want.TeacherForced))
+	}
+	for i, w := range want.TeacherForced {
+		g := tf[i]
+		if g.Argmax != w.Argmax {
+			return fmt.Errorf("%s: position %d argmax %d, want %d", want.Name, i, g.Argmax, w.Argmax)
+		}
+		if w.NextLogprob != nil && (g.NextLogprob == nil || math.Abs(*g.NextLogprob-*w.NextLogprob) > tol) {
+			return fmt.Errorf("%s: position %d next-token log p differs", want.Name, i)
+		}
+		for k := range w.Top {
+			if g.Top[k][0] != w.Top[k][0] || math.Abs(g.Top[k][1]-w.Top[k][1]) > tol {
+				return fmt.Errorf("%s: position %d top %d: %v, want %v", want.Name, i, k, g.Top[k], w.Top[k])
+			}
+		}
+	}
+	return nil
+}
+
+// TestLlamaCppLoadsSynth: llama.cpp loads synthesized models of the three
+// runtime architectures in f32, f16 and q8_0, split and unsplit, and the
+// extra layouts (deepseek2 with shared experts, dense layers and a fused
+// gate_up tensor; gpt-oss with expert biases and MXFP4 experts).
+func TestLlamaCppLoadsSynth(t *testing.T) {
+	o := oracle(t)
+	ctx := context.Background()
+	type variant struct {
+		arch  string
+		typ   gguf.Type
+		et    gguf.Type
+		fused bool
+		split bool
+	}
+	var vs []variant
+	for _, arch := range []string{"qwen3moe", "llama", "olmoe"} {
+		for _, typ := range []gguf.Type{gguf.TypeF32, gguf.TypeF16, gguf.TypeQ8_0} {
+			for _, split := range []bool{false, true} {
+				vs = append(vs, variant{arch, typ, synth.SameType, false, split})
+			}
+		}
+	}
+	vs = append(vs,
+		variant{"qwen3moe", gguf.TypeBF16, synth.SameType, false, false},
+		variant{"deepseek2", gguf.TypeQ8_0, synth.SameType, false, true},
+		variant{"deepseek2", gguf.TypeF16, synth.SameType, true, false},
+		variant{"gpt-oss", gguf.TypeF32, gguf.TypeMXFP4, false, false},
+		variant{"gpt-oss", gguf.TypeQ8_0, gguf.TypeMXFP4, false, true},
+	)
+	for _, v := range vs {
+		et := "same"
+		if v.et != synth.SameType {
+			et = v.et.String()
+		}
+		name := fmt.Sprintf("%s-%s-experts-%s-fused-%v-split-%v", v.arch, v.typ, et, v.fused, v.split)
+		t.Run(name, func(t *testing.T) {
+			c := synth.Defaults(v.arch)
+			c.Type, c.ExpertType, c.FusedGateUp = v.typ, v.et, v.fused
+			kvs, tensors, err := c.Model()
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			path := filepath.Join(dir, "m.gguf")
+			if v.split {
+				paths, err := gguf.WriteSplit(ctx, filepath.Join(dir, "m"), kvs, tensors, gguf.SplitOptions{MaxTensors: 5}, gguf.WriteOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(paths) < 2 {
+					t.Fatalf("only %d shards", len(paths))
+				}
+				path = paths[0]
+			} else if err := gguf.WriteFile(ctx, path, kvs, tensors, gguf.WriteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			r, err := o.Load(ctx, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.OK || r.NVocab != c.Vocab || r.NLayer != c.Layers || r.NEmbd != c.Embd {
+				t.Fatalf("llama.cpp: %+v", r)
+			}
+			gen, err := o.Generate(ctx, path, Prompt[:4], 2)
+			if err != nil || len(gen.Greedy) != 2 {
+				t.Fatalf("generate: %v", err)
+			}
+		})
+	}
+}
+
+func TestCompactPairs(t *testing.T) {
+	in := "{\n \"a\": [\n  [\n   1,\n   -0.5\n  ],\n  [\n   2,\n   3\n  ]\n ],\n \"b\": [\n  4,\n  5\n ]\n}"
+	want := "{\n \"a\": [\n  [1, -0.5],\n  [2, 3]\n ],\n \"b\": [4, 5]\n}"
+	if got := compactPairs(in); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}

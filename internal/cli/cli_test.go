@@ -1,0 +1,212 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/internal/cli/cmdutil"
+	"github.com/gguftool/gguftool/internal/cli/inspect"
+	"github.com/gguftool/gguftool/internal/iostreams"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/cli.md")
+
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	ios, out, errOut := iostreams.Test()
+	code := Execute(context.Background(), &cmdutil.Factory{IOStreams: ios}, args)
+	return code, out.String(), errOut.String()
+}
+
+func TestSynthThenInspectSplitSet(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := run(t, "synth", "--arch", "olmoe", "--type", "q8_0", "--split-max-size", "0.5M", "--json", "-o", filepath.Join(dir, "m.gguf"))
+	if code != 0 {
+		t.Fatalf("synth: %d %s", code, errOut)
+	}
+	var res struct {
+		Files []struct {
+			Path  string
+			Bytes int64
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Files) < 2 {
+		t.Fatalf("synth --json: %v %s", err, out)
+	}
+
+	code, out, errOut = run(t, "inspect", "--json", "--tensors", res.Files[1].Path)
+	if code != 0 {
+		t.Fatalf("inspect: %d %s", code, errOut)
+	}
+	var r inspect.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Shards) != len(res.Files) {
+		t.Fatalf("%d shards reported, %d written", len(r.Shards), len(res.Files))
+	}
+	// Exact byte totals, computed independently from the shards.
+	var resident, experts int64
+	for i, sh := range r.Shards {
+		if sh.Path != res.Files[i].Path || sh.Bytes != res.Files[i].Bytes {
+			t.Errorf("shard %d: %+v", i, sh)
+		}
+		f, err := gguf.Open(sh.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ti := range f.Tensors {
+			if strings.Contains(ti.Name, "_exps.") {
+				experts += ti.Bytes()
+			} else {
+				resident += ti.Bytes()
+			}
+		}
+		f.Close()
+	}
+	if r.ResidentBytes != resident || r.ExpertBytes != experts || r.TensorBytes != resident+experts {
+		t.Errorf("resident %d experts %d total %d, want %d %d", r.ResidentBytes, r.ExpertBytes, r.TensorBytes, resident, experts)
+	}
+	if r.MoE.Layers != 2 || r.MoE.Experts != 8 || r.MoE.ExpertsUsed != 2 || r.MoE.ExpertFF != 128 {
+		t.Errorf("MoE geometry %+v", r.MoE)
+	}
+	// q8_0 [64,128] + [64,128] + [128,64] per expert: 3 × 128 rows × 68 bytes.
+	if r.MoE.BytesPerExpert != 3*128*68 {
+		t.Errorf("bytes per expert %d", r.MoE.BytesPerExpert)
+	}
+	if len(r.Tensors) != r.TensorCount || r.Schema != "gguftool.inspect/v1" {
+		t.Errorf("tensors %d/%d schema %s", len(r.Tensors), r.TensorCount, r.Schema)
+	}
+
+	code, out, _ = run(t, "inspect", res.Files[0].Path)
+	if code != 0 || !strings.Contains(out, "routed experts") || !strings.Contains(out, "olmoe") {
+		t.Errorf("text inspect: %d\n%s", code, out)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.gguf")
+	os.WriteFile(bad, []byte("GGUF\x03\x00\x00\x00garbage"), 0o644)
+	cases := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"inspect"}, cmdutil.ExitUsage, "expected one GGUF file"},
+		{[]string{"inspect", "--nope", "x"}, cmdutil.ExitUsage, "unknown flag"},
+		{[]string{"frobnicate"}, cmdutil.ExitUsage, "unknown command"},
+		{[]string{"synth"}, cmdutil.ExitUsage, "--output is required"},
+		{[]string{"synth", "--arch", "gpt5", "-o", filepath.Join(dir, "x.gguf")}, cmdutil.ExitUsage, "unknown architecture"},
+		{[]string{"synth", "--split-max-size", "lots", "-o", "x"}, cmdutil.ExitUsage, "invalid size"},
+		{[]string{"inspect", filepath.Join(dir, "missing.gguf")}, cmdutil.ExitNotFound, "no such file"},
+		{[]string{"inspect", bad}, cmdutil.ExitCorrupt, "bad.gguf: offset"},
+	}
+	for _, c := range cases {
+		code, _, errOut := run(t, c.args...)
+		if code != c.code || !strings.Contains(errOut, c.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errOut, c.code, c.msg)
+		}
+	}
+	if ExitCode(fmt.Errorf("wrapped: %w", fs.ErrNotExist)) != cmdutil.ExitNotFound || ExitCode(errors.New("x")) != cmdutil.ExitFailure {
+		t.Error("ExitCode mapping")
+	}
+}
+
+func TestStrictInspect(t *testing.T) {
+	// A file with a hole between tensors: readable, but llama.cpp refuses it.
+	var buf bytes.Buffer
+	var le func(v any)
+	le = func(v any) {
+		switch x := v.(type) {
+		case uint32:
+			buf.Write([]byte{byte(x), byte(x >> 8), byte(x >> 16), byte(x >> 24)})
+		case uint64:
+			for i := range 8 {
+				buf.WriteByte(byte(x >> (8 * i)))
+			}
+		case string:
+			le(uint64(len(x)))
+			buf.WriteString(x)
+		}
+	}
+	buf.WriteString("GGUF")
+	le(uint32(3))
+	le(uint64(2))
+	le(uint64(0))
+	for i, name := range []string{"a", "b"} {
+		le(name)
+		le(uint32(1))
+		le(uint64(4))
+		le(uint32(0))
+		le(uint64(i * 64))
+	}
+	buf.Write(make([]byte, 32-buf.Len()%32+128))
+	path := filepath.Join(t.TempDir(), "holes.gguf")
+	os.WriteFile(path, buf.Bytes(), 0o644)
+	if code, _, _ := run(t, "inspect", path); code != 0 {
+		t.Fatalf("tolerant inspect exited %d", code)
+	}
+	code, out, _ := run(t, "inspect", "--strict", path)
+	if code != cmdutil.ExitCorrupt || !strings.Contains(out, `tensor "b" has data offset 64`) {
+		t.Fatalf("strict inspect: %d\n%s", code, out)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := run(t, "--version")
+	if code != 0 || !strings.Contains(out, "gguftool "+Version) || !strings.Contains(out, "gguf 3") {
+		t.Fatalf("%d %q", code, out)
+	}
+}
+
+func TestDemo(t *testing.T) {
+	code, out, errOut := run(t, "demo", "--json")
+	if code != 0 {
+		t.Fatalf("demo: %d %s", code, errOut)
+	}
+	var r inspect.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Shards) != 3 || r.MoE.Experts != 24 {
+		t.Fatalf("demo report: %v %s", err, out)
+	}
+}
+
+// TestCLIReference keeps docs/cli.md in step with the commands.
+func TestCLIReference(t *testing.T) {
+	ios, _, _ := iostreams.Test()
+	got := MarkdownReference(NewCmdRoot(&cmdutil.Factory{IOStreams: ios}))
+	path := filepath.Join("..", "..", "docs", "cli.md")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil || string(want) != got {
+		t.Fatal("docs/cli.md is stale: go test ./internal/cli -run TestCLIReference -update")
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"123": 123, "2G": 2e9, "2GB": 2e9, "1GiB": 1 << 30, "24gib": 24 << 30, "500M": 5e8, "0.5M": 5e5, "1.5KiB": 1536} {
+		if got, err := cmdutil.ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "G", "-1", "1X", "99999999999T"} {
+		if _, err := cmdutil.ParseSize(bad); err == nil {
+			t.Errorf("ParseSize(%q) accepted", bad)
+		}
+	}
+}

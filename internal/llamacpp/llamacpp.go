@@ -1,0 +1,172 @@
+// Package llamacpp runs llama.cpp, gguftool's independent oracle, through
+// the small C driver in scripts/llamacpp/oracle.c, built against the
+// prebuilt libllama of the pinned npm package node-llama-cpp by
+// scripts/llamacpp/install.sh. Tests use it to prove that llama.cpp loads
+// what gguftool writes, and to record and check goldens.
+package llamacpp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// The pinned oracle.
+const (
+	Package    = "node-llama-cpp@3.21.1"
+	LlamaCpp   = "v0.4.0"
+	CPUBackend = "haswell" // one CPU variant everywhere, so AVX-512 hosts record the same numbers
+	Threads    = 2
+	KVCache    = "f32"
+)
+
+// ErrNotInstalled means the oracle has not been built; run
+// scripts/llamacpp/install.sh.
+var ErrNotInstalled = errors.New("llamacpp: oracle not installed (run scripts/llamacpp/install.sh)")
+
+// Oracle is an installed driver.
+type Oracle struct {
+	Bin  string // the oracle binary
+	Bins string // directory of the llama.cpp shared libraries
+}
+
+// Find locates the oracle in $GGUFTOOL_LLAMACPP_DIR, else in .cache/llamacpp
+// at the module root.
+func Find() (*Oracle, error) {
+	dir := os.Getenv("GGUFTOOL_LLAMACPP_DIR")
+	if dir == "" {
+		root, err := moduleRoot()
+		if err != nil {
+			return nil, err
+		}
+		dir = filepath.Join(root, ".cache", "llamacpp")
+	}
+	o := &Oracle{Bin: filepath.Join(dir, "oracle")}
+	bins, err := os.ReadFile(filepath.Join(dir, "bins.path"))
+	if err != nil {
+		return nil, ErrNotInstalled
+	}
+	o.Bins = strings.TrimSpace(string(bins))
+	if _, err := os.Stat(o.Bin); err != nil {
+		return nil, ErrNotInstalled
+	}
+	return o, nil
+}
+
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("llamacpp: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func (o *Oracle) run(ctx context.Context, out any, model, mode string, args ...string) error {
+	full := append([]string{"--bins", o.Bins, "--cpu", CPUBackend, "--threads", strconv.Itoa(Threads), "--kv", KVCache, model, mode}, args...)
+	cmd := exec.CommandContext(ctx, o.Bin, full...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if jerr := json.Unmarshal(stdout.Bytes(), out); jerr != nil {
+		if err != nil {
+			return fmt.Errorf("llamacpp: %s %s: %v: %s", mode, model, err, strings.TrimSpace(stderr.String()))
+		}
+		return fmt.Errorf("llamacpp: %s %s: bad output %q: %v", mode, model, stdout.String(), jerr)
+	}
+	return nil
+}
+
+// LoadResult is what llama.cpp reports after loading a model.
+type LoadResult struct {
+	OK      bool   `json:"ok"`
+	Error   string `json:"error"`
+	NVocab  int    `json:"n_vocab"`
+	NLayer  int    `json:"n_layer"`
+	NEmbd   int    `json:"n_embd"`
+	NParams int64  `json:"n_params"`
+	Desc    string `json:"desc"`
+}
+
+// Load loads a model (any shard of a split set works as the first one) and
+// reports whether llama.cpp accepted it.
+func (o *Oracle) Load(ctx context.Context, model string) (*LoadResult, error) {
+	var r LoadResult
+	if err := o.run(ctx, &r, model, "load"); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// GenerateResult holds greedy ids and the log-probability of each.
+type GenerateResult struct {
+	OK       bool      `json:"ok"`
+	Greedy   []int     `json:"greedy"`
+	Logprobs []float64 `json:"logprobs"`
+}
+
+// Generate decodes greedily for n tokens after the prompt.
+func (o *Oracle) Generate(ctx context.Context, model string, prompt []int, n int) (*GenerateResult, error) {
+	var r GenerateResult
+	if err := o.run(ctx, &r, model, "generate", "--prompt", joinIDs(prompt), "-n", strconv.Itoa(n)); err != nil {
+		return nil, err
+	}
+	if !r.OK || len(r.Greedy) != n {
+		return nil, fmt.Errorf("llamacpp: generate %s: got %d ids, want %d", model, len(r.Greedy), n)
+	}
+	return &r, nil
+}
+
+// Position is the next-token distribution after one position under
+// teacher forcing.
+type Position struct {
+	Argmax      int          `json:"argmax"`
+	Next        *int         `json:"next,omitempty"`
+	NextLogprob *float64     `json:"next_logprob,omitempty"`
+	Top         [][2]float64 `json:"top"` // (id, log-probability), best first
+}
+
+// Score evaluates ids in one batch and returns every position's
+// distribution (top entries) and the log-probability of the id after it.
+// If logitsOut is not empty, the raw float32 logits of every position are
+// written there.
+func (o *Oracle) Score(ctx context.Context, model string, ids []int, top int, logitsOut string) ([]Position, error) {
+	var r struct {
+		OK        bool       `json:"ok"`
+		Positions []Position `json:"positions"`
+	}
+	args := []string{"--ids", joinIDs(ids), "--top", strconv.Itoa(top)}
+	if logitsOut != "" {
+		args = append(args, "--logits-out", logitsOut)
+	}
+	if err := o.run(ctx, &r, model, "score", args...); err != nil {
+		return nil, err
+	}
+	if !r.OK || len(r.Positions) != len(ids) {
+		return nil, fmt.Errorf("llamacpp: score %s: %d positions, want %d", model, len(r.Positions), len(ids))
+	}
+	return r.Positions, nil
+}
+
+func joinIDs(ids []int) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.Itoa(id)
+	}
+	return strings.Join(s, ",")
+}
