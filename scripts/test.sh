@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every test: installs the pinned llama.cpp oracle (npm) and builds
+# its driver, vets, runs all Go tests with the oracle required (so the
+# llama.cpp tests cannot silently skip), then runs each fuzz target briefly.
+#
+#   ./scripts/test.sh                      # GGUFTOOL_FUZZTIME=15s per target
+#   GGUFTOOL_FUZZTIME=10m ./scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== llama.cpp oracle"
+scripts/llamacpp/install.sh
+
+echo "== go vet"
+go vet ./...
+
+echo "== go test"
+GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./...
+
+echo "== fuzz (${GGUFTOOL_FUZZTIME:-15s} per target)"
+for target in FuzzReader FuzzOpenSet; do
+  go test ./gguf -run=NONE -fuzz="^${target}\$" -fuzztime="${GGUFTOOL_FUZZTIME:-15s}" -fuzzminimizetime=5s -timeout 0
+done
+
+echo "== build with CGO_ENABLED=0"
+CGO_ENABLED=0 go build -o /dev/null ./cmd/gguftool
