@@ -2,10 +2,7 @@ package quant
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math"
-
-	"github.com/gguftool/gguftool/gguf"
 )
 
 // Block sizes of the types this file codes.
@@ -19,47 +16,41 @@ const (
 // kvaluesMXFP4 is ggml's e2m1 table, doubled (ggml-common.h).
 var kvaluesMXFP4 = [16]int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
 
-// CanQuantize reports whether Quantize supports type t.
-func CanQuantize(t gguf.Type) bool {
-	switch t {
-	case gguf.TypeF32, gguf.TypeF16, gguf.TypeBF16, gguf.TypeQ8_0, gguf.TypeMXFP4:
-		return true
+func quantizeRowF32(dst []byte, x, _ []float32) []byte {
+	for _, v := range x {
+		dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(v))
 	}
-	return false
+	return dst
 }
 
-// Quantize appends the encoding of x as type t to dst. len(x) must be a
-// multiple of t's block size.
-func Quantize(dst []byte, t gguf.Type, x []float32) ([]byte, error) {
-	if bs := t.BlockSize(); bs == 0 || int64(len(x))%bs != 0 {
-		return dst, fmt.Errorf("quant: %d values are not a whole number of %s blocks", len(x), t)
+func quantizeRowF16(dst []byte, x, _ []float32) []byte {
+	for _, v := range x {
+		dst = binary.LittleEndian.AppendUint16(dst, F32ToF16(v))
 	}
-	le := binary.LittleEndian
-	switch t {
-	case gguf.TypeF32:
-		for _, v := range x {
-			dst = le.AppendUint32(dst, math.Float32bits(v))
-		}
-	case gguf.TypeF16:
-		for _, v := range x {
-			dst = le.AppendUint16(dst, F32ToF16(v))
-		}
-	case gguf.TypeBF16:
-		for _, v := range x {
-			dst = le.AppendUint16(dst, F32ToBF16(v))
-		}
-	case gguf.TypeQ8_0:
-		for b := 0; b < len(x); b += qk8_0 {
-			dst = quantizeBlockQ8_0(dst, x[b:b+qk8_0])
-		}
-	case gguf.TypeMXFP4:
-		for b := 0; b < len(x); b += qkMXFP4 {
-			dst = quantizeBlockMXFP4(dst, x[b:b+qkMXFP4])
-		}
-	default:
-		return dst, fmt.Errorf("quant: quantizing to %s is not supported", t)
+	return dst
+}
+
+func quantizeRowBF16(dst []byte, x, _ []float32) []byte {
+	for _, v := range x {
+		dst = binary.LittleEndian.AppendUint16(dst, F32ToBF16(v))
 	}
-	return dst, nil
+	return dst
+}
+
+// quantizeRowQ8_0 ignores the importance matrix, as llama.cpp does.
+func quantizeRowQ8_0(dst []byte, x, _ []float32) []byte {
+	for b := 0; b < len(x); b += qk8_0 {
+		dst = quantizeBlockQ8_0(dst, x[b:b+qk8_0])
+	}
+	return dst
+}
+
+// quantizeRowMXFP4 ignores the importance matrix, as llama.cpp does.
+func quantizeRowMXFP4(dst []byte, x, _ []float32) []byte {
+	for b := 0; b < len(x); b += qkMXFP4 {
+		dst = quantizeBlockMXFP4(dst, x[b:b+qkMXFP4])
+	}
+	return dst
 }
 
 // quantizeBlockQ8_0 is quantize_row_q8_0_ref for one block.
@@ -119,47 +110,47 @@ func bestIndexMXFP4(x, e float32) byte {
 	return byte(best)
 }
 
-// Dequantize decodes src, which holds whole blocks of type t, appending
-// the values to dst.
-func Dequantize(dst []float32, t gguf.Type, src []byte) ([]float32, error) {
-	bb := t.BlockBytes()
-	if bb == 0 || int64(len(src))%bb != 0 {
-		return dst, fmt.Errorf("quant: %d bytes are not a whole number of %s blocks", len(src), t)
+func dequantizeF32(dst []float32, src []byte) []float32 {
+	for i := 0; i < len(src); i += 4 {
+		dst = append(dst, math.Float32frombits(binary.LittleEndian.Uint32(src[i:])))
 	}
-	le := binary.LittleEndian
-	switch t {
-	case gguf.TypeF32:
-		for i := 0; i < len(src); i += 4 {
-			dst = append(dst, math.Float32frombits(le.Uint32(src[i:])))
-		}
-	case gguf.TypeF16:
-		for i := 0; i < len(src); i += 2 {
-			dst = append(dst, F16ToF32(le.Uint16(src[i:])))
-		}
-	case gguf.TypeBF16:
-		for i := 0; i < len(src); i += 2 {
-			dst = append(dst, BF16ToF32(le.Uint16(src[i:])))
-		}
-	case gguf.TypeQ8_0:
-		for b := 0; b < len(src); b += blockQ8_0 {
-			d := F16ToF32(le.Uint16(src[b:]))
-			for _, q := range src[b+2 : b+blockQ8_0] {
-				dst = append(dst, float32(int8(q))*d)
-			}
-		}
-	case gguf.TypeMXFP4:
-		for b := 0; b < len(src); b += blockMXFP4 {
-			d := E8M0ToF32Half(src[b])
-			qs := src[b+1 : b+blockMXFP4]
-			for _, q := range qs {
-				dst = append(dst, float32(kvaluesMXFP4[q&15])*d)
-			}
-			for _, q := range qs {
-				dst = append(dst, float32(kvaluesMXFP4[q>>4])*d)
-			}
-		}
-	default:
-		return dst, fmt.Errorf("quant: dequantizing %s is not supported", t)
+	return dst
+}
+
+func dequantizeF16(dst []float32, src []byte) []float32 {
+	for i := 0; i < len(src); i += 2 {
+		dst = append(dst, F16ToF32(binary.LittleEndian.Uint16(src[i:])))
 	}
-	return dst, nil
+	return dst
+}
+
+func dequantizeBF16(dst []float32, src []byte) []float32 {
+	for i := 0; i < len(src); i += 2 {
+		dst = append(dst, BF16ToF32(binary.LittleEndian.Uint16(src[i:])))
+	}
+	return dst
+}
+
+func dequantizeQ8_0(dst []float32, src []byte) []float32 {
+	for b := 0; b < len(src); b += blockQ8_0 {
+		d := F16ToF32(binary.LittleEndian.Uint16(src[b:]))
+		for _, q := range src[b+2 : b+blockQ8_0] {
+			dst = append(dst, float32(int8(q))*d)
+		}
+	}
+	return dst
+}
+
+func dequantizeMXFP4(dst []float32, src []byte) []float32 {
+	for b := 0; b < len(src); b += blockMXFP4 {
+		d := E8M0ToF32Half(src[b])
+		qs := src[b+1 : b+blockMXFP4]
+		for _, q := range qs {
+			dst = append(dst, float32(kvaluesMXFP4[q&15])*d)
+		}
+		for _, q := range qs {
+			dst = append(dst, float32(kvaluesMXFP4[q>>4])*d)
+		}
+	}
+	return dst
 }

@@ -30,9 +30,9 @@ func TestF16Rounding(t *testing.T) {
 	}{
 		{1, 0x3C00}, {-2, 0xC000}, {65504, 0x7BFF}, {65520, 0x7C00}, // rounds up to +Inf
 		{float32(math.Inf(-1)), 0xFC00}, {5.960464477539063e-08, 0x0001}, // smallest subnormal
-		{2.980232238769531e-08, 0x0000},                                 // half of it: ties to even (0)
-		{1 + 1.0/2048, 0x3C00},                                          // tie between 1 and next: even
-		{1 + 3.0/2048, 0x3C02},                                          // tie: rounds up to even
+		{2.980232238769531e-08, 0x0000}, // half of it: ties to even (0)
+		{1 + 1.0/2048, 0x3C00},          // tie between 1 and next: even
+		{1 + 3.0/2048, 0x3C02},          // tie: rounds up to even
 	}
 	for _, c := range cases {
 		if got := F32ToF16(c.f); got != c.want {

@@ -2,7 +2,8 @@
 # Installs llama.cpp, gguftool's independent oracle, from the npm registry
 # (the prebuilt CPU libraries of node-llama-cpp, pinned) and builds the C
 # driver oracle.c against them. Idempotent: a second run reuses what is
-# there. Prints the path of the oracle binary on stdout.
+# there. Also builds quantref.c (llama.cpp's block codecs, for the codec
+# tests). Prints the path of the oracle binary on stdout.
 #
 #   scripts/llamacpp/install.sh            # into .cache/llamacpp
 #   GGUFTOOL_LLAMACPP_DIR=/opt/x scripts/llamacpp/install.sh
@@ -41,6 +42,12 @@ if [ ! -x "$oracle" ] || [ "$here/oracle.c" -nt "$oracle" ]; then
   cc -O2 -std=c11 -Wall -o "$oracle.tmp" "$here/oracle.c" -I"$inc" -L"$bins" \
      -l:libllama.v0.4.0.so -l:libggml.v0.4.0.so -l:libggml-base.so -lm -Wl,-rpath,"$bins"
   mv "$oracle.tmp" "$oracle"
+fi
+quantref=$dir/quantref
+if [ ! -x "$quantref" ] || [ "$here/quantref.c" -nt "$quantref" ]; then
+  cc -O2 -std=c11 -Wall -o "$quantref.tmp" "$here/quantref.c" -I"$inc" -L"$bins" \
+     -l:libggml-base.so -lm -Wl,-rpath,"$bins"
+  mv "$quantref.tmp" "$quantref"
 fi
 printf '%s\n' "$bins" > "$dir/bins.path"
 echo "$oracle"
