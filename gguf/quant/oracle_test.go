@@ -202,3 +202,36 @@ func compareFloats(t *testing.T, got, want []float32) {
 		t.Errorf("%d of %d values differ", bad, len(got))
 	}
 }
+
+// TestValidateMatchesLlamaCpp: Validate accepts exactly what
+// ggml_validate_row_data accepts, on blocks whose scales are random (so
+// NaN and infinity appear) and on well-formed ones.
+func TestValidateMatchesLlamaCpp(t *testing.T) {
+	ref := quantRef(t)
+	r := rand.New(rand.NewPCG(11, 11))
+	for typ := range gguf.TypeCount {
+		if !typ.Valid() || typ.BlockBytes() == 0 {
+			continue
+		}
+		t.Run(typ.String(), func(t *testing.T) {
+			for trial := range 64 {
+				data := make([]byte, int(typ.BlockBytes())*4)
+				for i := range data {
+					data[i] = byte(r.Uint32())
+				}
+				if trial%2 == 0 { // mostly-valid data: small exponents everywhere
+					for i := 1; i < len(data); i += 2 {
+						data[i] &= 0x3B
+					}
+				}
+				want, err := ref.Validate(context.Background(), uint32(typ), data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := quant.Validate(typ, data) == nil; got != want {
+					t.Fatalf("trial %d: Validate says %v, llama.cpp %v: % x", trial, got, want, data)
+				}
+			}
+		})
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/gguftool/gguftool/internal/cli/cmdutil"
 	"github.com/gguftool/gguftool/internal/cli/demo"
 	"github.com/gguftool/gguftool/internal/cli/inspect"
+	quantizecmd "github.com/gguftool/gguftool/internal/cli/quantize"
 	"github.com/gguftool/gguftool/internal/cli/synth"
 	"github.com/gguftool/gguftool/internal/iostreams"
 )
@@ -81,6 +82,7 @@ both.
 		synth.NewCmd(f, nil),
 		inspect.NewCmd(f, nil),
 		demo.NewCmd(f, nil),
+		quantizecmd.NewCmd(f, nil),
 	)
 	return root
 }

@@ -26,6 +26,7 @@ var Layers = map[string]int{
 	"internal/llamacpp":   -1,
 	"internal/deptest":    0,
 	"synth":               1,
+	"quantize":            1,
 	"container":           1,
 	"tiers":               1,
 	"gpu":                 1,

@@ -2,8 +2,8 @@
 # Installs llama.cpp, gguftool's independent oracle, from the npm registry
 # (the prebuilt CPU libraries of node-llama-cpp, pinned) and builds the C
 # driver oracle.c against them. Idempotent: a second run reuses what is
-# there. Also builds quantref.c (llama.cpp's block codecs, for the codec
-# tests). Prints the path of the oracle binary on stdout.
+# there. Also builds quantref.c (llama.cpp's block codecs) and
+# quantmodel.c (llama-quantize on the C API), for the codec tests. Prints the path of the oracle binary on stdout.
 #
 #   scripts/llamacpp/install.sh            # into .cache/llamacpp
 #   GGUFTOOL_LLAMACPP_DIR=/opt/x scripts/llamacpp/install.sh
@@ -48,6 +48,12 @@ if [ ! -x "$quantref" ] || [ "$here/quantref.c" -nt "$quantref" ]; then
   cc -O2 -std=c11 -Wall -o "$quantref.tmp" "$here/quantref.c" -I"$inc" -L"$bins" \
      -l:libggml-base.so -lm -Wl,-rpath,"$bins"
   mv "$quantref.tmp" "$quantref"
+fi
+quantmodel=$dir/quantmodel
+if [ ! -x "$quantmodel" ] || [ "$here/quantmodel.c" -nt "$quantmodel" ]; then
+  cc -O2 -std=c11 -Wall -o "$quantmodel.tmp" "$here/quantmodel.c" -I"$inc" -L"$bins" \
+     -l:libllama.v0.4.0.so -l:libggml.v0.4.0.so -l:libggml-base.so -lm -Wl,-rpath,"$bins"
+  mv "$quantmodel.tmp" "$quantmodel"
 fi
 printf '%s\n' "$bins" > "$dir/bins.path"
 echo "$oracle"

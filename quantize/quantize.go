@@ -1,0 +1,432 @@
+// Package quantize re-quantizes GGUF models the way llama-quantize does:
+// the same named mixes (Q8_0, Q6_K, Q5_K_M, Q4_K_M, Q4_0, MXFP4_MOE, …)
+// with llama.cpp's per-tensor rules, --tensor-type overrides, importance
+// matrices (GGUF and legacy .dat), --keep-split, and output that is byte
+// for byte what llama.cpp's llama_model_quantize writes. It streams: a
+// tensor is read, converted and written in slabs of rows, so memory stays
+// bounded whatever the model size.
+package quantize
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/gguf/quant"
+)
+
+// Override is one --tensor-type rule: tensors whose name the pattern
+// matches anywhere get the type (the first matching rule wins).
+type Override struct {
+	Pattern *regexp.Regexp
+	Type    gguf.Type
+}
+
+// ParseOverride parses PATTERN=TYPE. The pattern is lower-cased, as
+// llama-quantize does.
+func ParseOverride(s string) (Override, error) {
+	pat, typ, ok := strings.Cut(s, "=")
+	if !ok || pat == "" || typ == "" {
+		return Override{}, fmt.Errorf("quantize: malformed tensor type %q (want PATTERN=TYPE)", s)
+	}
+	re, err := regexp.Compile(strings.ToLower(pat))
+	if err != nil {
+		return Override{}, fmt.Errorf("quantize: tensor type pattern %q: %v", pat, err)
+	}
+	t, err := gguf.ParseType(typ)
+	if err != nil {
+		return Override{}, err
+	}
+	return Override{Pattern: re, Type: t}, nil
+}
+
+// Options are llama_model_quantize_params.
+type Options struct {
+	FType              FType
+	TensorTypes        []Override
+	Imatrix            *Imatrix
+	KeepSplit          bool
+	AllowRequantize    bool
+	LeaveOutputTensor  bool
+	Pure               bool
+	OutputTensorType   gguf.Type // gguf.TypeCount: not set
+	TokenEmbeddingType gguf.Type // gguf.TypeCount: not set
+	// Progress, if set, is called with the number of output bytes written.
+	Progress func(n int64)
+}
+
+// DefaultOptions are llama_model_quantize_default_params for a mix.
+func DefaultOptions(ft FType) Options {
+	return Options{FType: ft, OutputTensorType: gguf.TypeCount, TokenEmbeddingType: gguf.TypeCount}
+}
+
+// Target is the plan for one tensor.
+type Target struct {
+	Name     string
+	Shard    int // output shard (0 unless KeepSplit)
+	Source   *gguf.SetTensor
+	Type     gguf.Type
+	Bytes    int64
+	Quantize bool // false: copied as is
+	Imatrix  []float32
+}
+
+// Plan is what Run will write.
+type Plan struct {
+	Targets   []Target
+	Shards    int
+	KVs       [][]gguf.KV // per output shard
+	Fallbacks []string    // tensors that got a compatible type instead
+	Warnings  []string
+}
+
+// Bytes is the total tensor bytes of the output.
+func (p *Plan) Bytes() int64 {
+	var n int64
+	for _, t := range p.Targets {
+		n += t.Bytes
+	}
+	return n
+}
+
+func modelInfoOf(s *gguf.Set) modelInfo {
+	h := gguf.ReadHparams(s.Meta())
+	m := modelInfo{arch: h.Arch, nExpert: h.Experts, nLayer: h.Layers, tiedEmbd: true}
+	if h.HeadsKV > 0 {
+		m.nGQA = h.Heads / h.HeadsKV
+	}
+	if _, ok := s.Tensor("output.weight"); ok {
+		m.tiedEmbd = false
+	}
+	switch h.Arch {
+	case "llama":
+		m.is70B = h.Experts != 8 && h.Layers == 80 && h.Heads != h.HeadsKV
+	case "deci", "olmo", "qwen2":
+		m.is70B = h.Layers == 80
+	case "jais2":
+		m.is70B = h.Layers == 68
+	}
+	return m
+}
+
+// outputOrder sorts tensors as llama.cpp's weights map does (block number,
+// with non-block tensors first, then name), or, with keep-split, by shard
+// and offset.
+func outputOrder(s *gguf.Set, keepSplit bool) []*gguf.SetTensor {
+	ts := make([]*gguf.SetTensor, len(s.Tensors))
+	for i := range s.Tensors {
+		ts[i] = &s.Tensors[i]
+	}
+	if keepSplit {
+		slices.SortStableFunc(ts, func(a, b *gguf.SetTensor) int {
+			if a.Shard != b.Shard {
+				return a.Shard - b.Shard
+			}
+			return int(sign(a.FileOffset - b.FileOffset))
+		})
+		return ts
+	}
+	slices.SortStableFunc(ts, func(a, b *gguf.SetTensor) int {
+		la, lb := layerOf(a.Name), layerOf(b.Name)
+		if la != lb {
+			return la - lb
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return ts
+}
+
+func sign(x int64) int64 {
+	switch {
+	case x < 0:
+		return -1
+	case x > 0:
+		return 1
+	}
+	return 0
+}
+
+// trimShape drops trailing 1s, as ggml_n_dims does when llama.cpp writes
+// the tensor info.
+func trimShape(shape []int64) []int64 { return slices.Clone(shape[:nDims(shape)]) }
+
+// MakePlan decides every tensor's output type and the output metadata.
+func MakePlan(s *gguf.Set, o Options) (*Plan, error) {
+	def, ok := o.FType.defaultType()
+	if !ok {
+		return nil, fmt.Errorf("quantize: invalid file type %d", uint32(o.FType))
+	}
+	sel := &selector{o: &o, m: modelInfoOf(s), hasImatrix: o.Imatrix != nil}
+	order := outputOrder(s, o.KeepSplit)
+	for _, t := range order {
+		if categoryOf(t.Name).attnVLike() {
+			sel.nAttnV++
+		}
+	}
+	if o.Imatrix != nil {
+		for name, vals := range o.Imatrix.Entries {
+			for _, v := range vals {
+				if v != v || v > 3.4e38 || v < -3.4e38 {
+					return nil, fmt.Errorf("quantize: imatrix entry %s contains a non-finite value", name)
+				}
+			}
+		}
+	}
+	p := &Plan{Shards: 1}
+	if o.KeepSplit {
+		p.Shards = len(s.Shards)
+	}
+	for _, t := range order {
+		typ, err := sel.targetType(t.Name, t.Shape, t.Type, def)
+		if err != nil {
+			return nil, err
+		}
+		tg := Target{Name: t.Name, Source: t, Type: typ, Quantize: typ != t.Type}
+		if o.KeepSplit {
+			tg.Shard = t.Shard
+		}
+		rows := t.Elements() / t.Dim(0)
+		tg.Bytes = rows * typ.RowBytes(t.Dim(0))
+		if tg.Quantize {
+			if tt, _ := typ.Traits(); !quant.CanQuantize(typ) {
+				return nil, fmt.Errorf("quantize: tensor %s: quantizing to %s is not supported by gguftool (%s)", t.Name, typ, tt.Name)
+			}
+			if tt, _ := t.Type.Traits(); tt.Quantized && !o.AllowRequantize {
+				return nil, fmt.Errorf("quantize: tensor %s is already %s: requantizing needs --allow-requantize", t.Name, t.Type)
+			}
+			if !quant.CanDequantize(t.Type) {
+				return nil, fmt.Errorf("quantize: tensor %s: cannot read type %s", t.Name, t.Type)
+			}
+			if err := p.attachImatrix(&tg, o); err != nil {
+				return nil, err
+			}
+			if tg.Imatrix == nil && requiresImatrix(t.Name, typ, o.FType) {
+				return nil, fmt.Errorf("quantize: tensor %s needs an importance matrix for %s (use --imatrix)", t.Name, typ)
+			}
+		}
+		p.Targets = append(p.Targets, tg)
+	}
+	p.Fallbacks = sel.fallbacks
+	p.KVs = outputKVs(s, o, p.Shards, len(p.Targets))
+	return p, nil
+}
+
+func (p *Plan) attachImatrix(tg *Target, o Options) error {
+	if o.Imatrix == nil {
+		return nil
+	}
+	vals, ok := o.Imatrix.Entries[tg.Name]
+	if !ok {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("no importance matrix entry for %s", tg.Name))
+		return nil
+	}
+	t := tg.Source
+	want := t.Dim(0) * t.Dim(2)
+	if int64(len(vals)) != want {
+		if isTokenEmbd(t.Name) {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("importance matrix entry for %s has %d values, not %d: ignored", t.Name, len(vals), want))
+			return nil
+		}
+		return fmt.Errorf("quantize: importance matrix entry for %s has %d values, the tensor needs %d (another model's imatrix?)", t.Name, len(vals), want)
+	}
+	tg.Imatrix = vals
+	return nil
+}
+
+// outputKVs is the metadata llama.cpp writes: the input's keys without
+// split keys, general.quantization_version and general.file_type moved to
+// the end, the imatrix keys llama-quantize adds, and split keys for a
+// keep-split output.
+func outputKVs(s *gguf.Set, o Options, shards, tensors int) [][]gguf.KV {
+	var kv0 []gguf.KV
+	for _, kv := range s.Meta().KVs {
+		switch kv.Key {
+		case "general.quantization_version", "general.file_type", gguf.KeySplitNo, gguf.KeySplitCount, gguf.KeySplitTensorsCount:
+			continue
+		}
+		kv0 = append(kv0, kv)
+	}
+	kv0 = append(kv0,
+		gguf.KV{Key: "general.quantization_version", Value: gguf.Uint32(2)},
+		gguf.KV{Key: "general.file_type", Value: gguf.Uint32(uint32(o.FType))})
+	if m := o.Imatrix; m != nil {
+		set := func(kv gguf.KV) {
+			kv0 = slices.DeleteFunc(kv0, func(x gguf.KV) bool { return x.Key == kv.Key })
+			kv0 = append(kv0, kv)
+		}
+		set(gguf.KV{Key: "quantize.imatrix.file", Value: gguf.String(truncate(m.Path, 127))})
+		if len(m.Datasets) > 0 {
+			set(gguf.KV{Key: "quantize.imatrix.dataset", Value: gguf.String(truncate(m.Datasets[0], 127))})
+		}
+		set(gguf.KV{Key: "quantize.imatrix.entries_count", Value: gguf.Uint32(uint32(len(m.Entries)))})
+		if m.ChunkCount > 0 {
+			set(gguf.KV{Key: "quantize.imatrix.chunks_count", Value: gguf.Uint32(uint32(m.ChunkCount))})
+		}
+	}
+	out := make([][]gguf.KV, shards)
+	out[0] = kv0
+	if shards > 1 {
+		for i := range out {
+			out[i] = append(out[i], gguf.ShardKVs(nil, i, shards, tensors)...)
+		}
+	}
+	return out
+}
+
+// truncate cuts s to at most n bytes, as llama-quantize's 128-byte
+// override buffers do.
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// OutputPaths are the files Run writes for out.
+func (p *Plan) OutputPaths(out string, keepSplit bool) []string {
+	if !keepSplit {
+		return []string{out}
+	}
+	prefix := out
+	if i := strings.Index(out, ".gguf"); i >= 0 {
+		prefix = out[:len(out)-len(".gguf")]
+	}
+	paths := make([]string, p.Shards)
+	for i := range paths {
+		paths[i] = gguf.ShardPath(prefix, i, p.Shards)
+	}
+	return paths
+}
+
+// Run quantizes the set into out (a file, or a split-set prefix with
+// KeepSplit) and returns the paths written. Each file is published
+// atomically.
+func Run(ctx context.Context, s *gguf.Set, out string, p *Plan, o Options) ([]string, error) {
+	paths := p.OutputPaths(out, o.KeepSplit)
+	for shard, path := range paths {
+		var srcs []gguf.TensorSource
+		for i := range p.Targets {
+			tg := &p.Targets[i]
+			if tg.Shard != shard {
+				continue
+			}
+			srcs = append(srcs, gguf.TensorSource{
+				TensorInfo: gguf.TensorInfo{Name: tg.Name, Shape: trimShape(tg.Source.Shape), Type: tg.Type},
+				Data:       newConverter(ctx, s, tg),
+			})
+		}
+		if err := gguf.WriteFile(ctx, path, p.KVs[shard], srcs, gguf.WriteOptions{Progress: o.Progress}); err != nil {
+			return nil, fmt.Errorf("quantize: %s: %w", path, err)
+		}
+	}
+	return paths, nil
+}
+
+// slabBytes bounds the source rows converted at once.
+const slabBytes = 16 << 20
+
+// converter yields a target's output bytes: copied from the source, or
+// dequantized to float and quantized, a slab of rows at a time, with the
+// rows of a slab spread over the cores.
+type converter struct {
+	ctx      context.Context
+	src      *io.SectionReader
+	tg       *Target
+	nPerRow  int64
+	rows     int64 // total rows
+	perExp   int64 // rows per expert (ne[1])
+	next     int64 // next row to convert
+	in       []byte
+	out      []byte
+	pos      int
+	rowBytes int64 // source row bytes
+}
+
+func newConverter(ctx context.Context, s *gguf.Set, tg *Target) io.Reader {
+	if !tg.Quantize {
+		return s.TensorData(tg.Source)
+	}
+	t := tg.Source
+	n := t.Dim(0)
+	return &converter{ctx: ctx, src: s.TensorData(t), tg: tg, nPerRow: n, rows: t.Elements() / n,
+		perExp: t.Dim(1), rowBytes: t.Type.RowBytes(n)}
+}
+
+func (c *converter) Read(p []byte) (int, error) {
+	if c.pos == len(c.out) {
+		if c.next == c.rows {
+			return 0, io.EOF
+		}
+		if err := c.fill(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, c.out[c.pos:])
+	c.pos += n
+	return n, nil
+}
+
+func (c *converter) fill() error {
+	if err := c.ctx.Err(); err != nil {
+		return err
+	}
+	rows := min(c.rows-c.next, max(1, slabBytes/max(c.rowBytes, 1)))
+	c.in = slices.Grow(c.in[:0], int(rows*c.rowBytes))[:rows*c.rowBytes]
+	if _, err := c.src.ReadAt(c.in, c.next*c.rowBytes); err != nil {
+		return fmt.Errorf("reading %s: %w", c.tg.Name, err)
+	}
+	dstRow := c.tg.Type.RowBytes(c.nPerRow)
+	c.out = slices.Grow(c.out[:0], int(rows*dstRow))[:rows*dstRow]
+	workers := int64(min(runtime.GOMAXPROCS(0), 16))
+	per := (rows + workers - 1) / workers
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := w*per, min((w+1)*per, rows)
+		if lo >= hi {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var f []float32
+			for r := lo; r < hi; r++ {
+				var err error
+				f, err = quant.Dequantize(f[:0], c.tg.Source.Type, c.in[r*c.rowBytes:(r+1)*c.rowBytes])
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				var im []float32
+				if c.tg.Imatrix != nil {
+					e := (c.next + r) / c.perExp
+					im = c.tg.Imatrix[e*c.nPerRow : (e+1)*c.nPerRow]
+				}
+				dst := c.out[r*dstRow : r*dstRow : (r+1)*dstRow]
+				if _, err := quant.QuantizeRows(dst, c.tg.Type, f, int(c.nPerRow), im); err != nil {
+					errs[w] = err
+					return
+				}
+				if err := quant.Validate(c.tg.Type, c.out[r*dstRow:(r+1)*dstRow]); err != nil {
+					errs[w] = fmt.Errorf("tensor %s row %d: quantized data fails validation: %w", c.tg.Name, c.next+r, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	c.next += rows
+	c.pos = 0
+	return nil
+}
