@@ -40,21 +40,30 @@ func (m *Imatrix) Names() []string {
 // file is not GGUF, the legacy .dat format, and normalises the values as
 // llama-quantize does (common/imatrix-loader.cpp, tools/quantize).
 func LoadImatrix(path string) (*Imatrix, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	var magic [4]byte
+	if n, _ := io.ReadFull(fh, magic[:]); n == 4 && string(magic[:]) == gguf.Magic {
+		return loadGGUFImatrix(path)
+	}
+	// The legacy format has no header to check; it is small (one float per
+	// column of each weight), so it is read whole.
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	if len(data) >= 4 && string(data[:4]) == gguf.Magic {
-		return loadGGUFImatrix(path, data)
-	}
 	return loadLegacyImatrix(path, data)
 }
 
-func loadGGUFImatrix(path string, data []byte) (*Imatrix, error) {
-	f, err := gguf.NewReaderName(bytes.NewReader(data), int64(len(data)), path)
+func loadGGUFImatrix(path string) (*Imatrix, error) {
+	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, err
 	}
+	defer f.Close()
 	bad := func(format string, args ...any) error {
 		return &gguf.FormatError{File: path, Msg: "imatrix: " + fmt.Sprintf(format, args...)}
 	}

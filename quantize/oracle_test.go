@@ -39,9 +39,10 @@ func quantModel(t *testing.T) string {
 
 // model writes a synthesized model whose rows fit 256-element K-quant
 // blocks, so the mixes' rules rather than their fallbacks decide types.
-func model(t *testing.T, dir, arch string, experts int, split bool) string {
+func model(t *testing.T, dir, arch string, experts int, split bool, typ gguf.Type) string {
 	t.Helper()
 	c := synth.Defaults(arch)
+	c.Type = typ
 	c.Layers, c.Embd, c.Heads, c.HeadDim, c.ExpertFF, c.Experts = 4, 256, 4, 64, 256, experts
 	c.ExpertsUsed = 2
 	if arch == "olmoe" {
@@ -135,6 +136,7 @@ func writeImatrix(t *testing.T, modelPath, out string, legacy bool) {
 }
 
 type variant struct {
+	input     gguf.Type // the source model's weight type (F32 when zero)
 	arch      string
 	experts   int
 	mix       string
@@ -153,6 +155,9 @@ func (v variant) String() string {
 	}
 	if len(v.overrides) > 0 {
 		s += "-overrides"
+	}
+	if v.input != gguf.TypeF32 {
+		s += "-from-" + v.input.String()
 	}
 	return s
 }
@@ -177,11 +182,14 @@ func TestQuantizeMatchesLlamaCpp(t *testing.T) {
 		variant{arch: "qwen3moe", experts: 4, mix: "Q4_0", imatrix: "dat"},
 		variant{arch: "llama", experts: 4, mix: "Q5_K_M", keepSplit: true, imatrix: "gguf"},
 		variant{arch: "olmoe", experts: 8, mix: "Q4_K_M", overrides: []string{`ffn_down_exps=q8_0`, `BLK\.1\.=q5_k`}},
+		variant{arch: "qwen3moe", experts: 8, mix: "Q4_K_M", input: gguf.TypeF16},
+		variant{arch: "llama", experts: 4, mix: "Q5_K_M", input: gguf.TypeBF16, imatrix: "gguf"},
+		variant{arch: "olmoe", experts: 8, mix: "Q4_0", input: gguf.TypeQ8_0},
 	)
 	for _, v := range vs {
 		t.Run(v.String(), func(t *testing.T) {
 			dir := t.TempDir()
-			in := model(t, dir, v.arch, v.experts, v.keepSplit)
+			in := model(t, dir, v.arch, v.experts, v.keepSplit, v.input)
 			ft, err := quantize.ParseFType(v.mix)
 			if err != nil {
 				t.Fatal(err)
@@ -199,6 +207,10 @@ func TestQuantizeMatchesLlamaCpp(t *testing.T) {
 			if v.keepSplit {
 				args = append(args, "--keep-split")
 				opts.KeepSplit = true
+			}
+			if tt, _ := v.input.Traits(); tt.Quantized {
+				args = append(args, "--allow-requantize")
+				opts.AllowRequantize = true
 			}
 			for _, ov := range v.overrides {
 				args = append(args, "--tensor-type", ov)

@@ -125,7 +125,7 @@ func (c *Config) Validate() error {
 	}
 	for _, t := range []gguf.Type{c.Type, c.expertType()} {
 		if !quant.CanQuantize(t) {
-			return fmt.Errorf("synth: weight type %s is not supported (use f32, f16, bf16, q8_0 or, for experts, mxfp4)", t)
+			return fmt.Errorf("synth: weight type %s cannot be quantized by gguftool (use f32, f16, bf16, q8_0, a legacy or K-quant type, iq4_nl/iq4_xs, or mxfp4 for experts)", t)
 		}
 	}
 	if c.Type == gguf.TypeMXFP4 {

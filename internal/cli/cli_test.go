@@ -210,3 +210,72 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+func TestQuantizeCommand(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "m.gguf")
+	if code, _, errOut := run(t, "synth", "--arch", "olmoe", "-o", in); code != 0 {
+		t.Fatal(errOut)
+	}
+	code, out, errOut := run(t, "quantize", in, filepath.Join(dir, "unused.gguf"), "--type", "MXFP4_MOE", "--dry-run", "--json")
+	if code != 0 {
+		t.Fatalf("dry run: %d %s", code, errOut)
+	}
+	var plan struct {
+		Mix         string
+		OutputBytes int64 `json:"output_tensor_bytes"`
+		Files       []string
+		Tensors     []struct{ Name, From, To string }
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil || plan.Mix != "MXFP4_MOE" || len(plan.Files) != 0 {
+		t.Fatalf("%v %s", err, out)
+	}
+	for _, tn := range plan.Tensors {
+		want := "Q8_0"
+		switch {
+		case strings.Contains(tn.Name, "_exps."):
+			want = "MXFP4"
+		case strings.Contains(tn.Name, "norm") || strings.Contains(tn.Name, "gate_inp"):
+			want = "F32"
+		}
+		if tn.To != want {
+			t.Errorf("%s → %s, want %s", tn.Name, tn.To, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "unused.gguf")); err == nil {
+		t.Error("dry run wrote a file")
+	}
+
+	outPath := filepath.Join(dir, "q.gguf")
+	if code, _, errOut := run(t, "quantize", in, outPath, "--type", "q8_0", "--tensor-type", "ffn_down_exps=f16"); code != 0 {
+		t.Fatalf("quantize: %d %s", code, errOut)
+	}
+	f, err := gguf.Open(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	down, _ := f.Tensor("blk.0.ffn_down_exps.weight")
+	up, _ := f.Tensor("blk.0.ffn_up_exps.weight")
+	if down.Type != gguf.TypeF16 || up.Type != gguf.TypeQ8_0 {
+		t.Fatalf("types %s %s", down.Type, up.Type)
+	}
+	if v, _ := f.Lookup("general.file_type"); v.Interface() != uint32(7) {
+		t.Fatalf("file type %v", v.Interface())
+	}
+
+	// Refusals: usage errors exit 2, a quantized input without
+	// --allow-requantize exits 1, an imatrix for another model exits 1.
+	if code, _, errOut := run(t, "quantize", in, outPath); code != cmdutil.ExitUsage || !strings.Contains(errOut, "--type is required") {
+		t.Errorf("missing type: %d %s", code, errOut)
+	}
+	if code, _, _ := run(t, "quantize", in, outPath, "--type", "Q9_9"); code != cmdutil.ExitUsage {
+		t.Errorf("unknown mix: %d", code)
+	}
+	if code, _, errOut := run(t, "quantize", outPath, filepath.Join(dir, "r.gguf"), "--type", "MXFP4_MOE"); code != cmdutil.ExitFailure || !strings.Contains(errOut, "--allow-requantize") {
+		t.Errorf("requantize: %d %s", code, errOut)
+	}
+	if code, _, errOut := run(t, "quantize", in, outPath, "--type", "q8_0", "--tensor-type", "nonsense"); code != cmdutil.ExitUsage || !strings.Contains(errOut, "PATTERN=TYPE") {
+		t.Errorf("bad override: %d %s", code, errOut)
+	}
+}

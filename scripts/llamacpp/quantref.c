@@ -23,6 +23,11 @@
 
 #include "ggml.h"
 
+// Q8_K is ggml's activation format: ggml_quantize_chunk and the type
+// traits do not handle it, but libggml-base exports its reference codecs.
+void quantize_row_q8_K_ref(const float *x, void *y, int64_t k);
+void dequantize_row_q8_K(const void *x, float *y, int64_t k);
+
 static void die(const char *msg) {
     fprintf(stderr, "quantref: %s\n", msg);
     exit(1);
@@ -90,7 +95,8 @@ int main(int argc, char **argv) {
             printf("%.9f\n", now() - t0);
             return 0;
         }
-        size_t got = ggml_quantize_chunk(type, src, dst, 0, nrows, n_per_row, imatrix);
+        size_t got = type == GGML_TYPE_Q8_K ? (quantize_row_q8_K_ref(src, dst, n), out_size)
+                                            : ggml_quantize_chunk(type, src, dst, 0, nrows, n_per_row, imatrix);
         if (got != out_size) die("ggml_quantize_chunk wrote an unexpected size");
         write_file(argv[5], dst, out_size);
         return 0;
@@ -105,17 +111,23 @@ int main(int argc, char **argv) {
         float *dst = malloc(sizeof(float) * (n ? n : 1));
         if (type == GGML_TYPE_F32) {
             memcpy(dst, src, nbytes); // F32 has no to_float: it is the identity
+        } else if (type == GGML_TYPE_Q8_K) {
+            dequantize_row_q8_K(src, dst, n);
         } else if (!tr->to_float) {
             die("type has no to_float");
         }
         if (mode[0] == 'b') {
             int reps = atoi(argv[4]);
             double t0 = now();
-            for (int r = 0; r < reps && type != GGML_TYPE_F32; r++) tr->to_float(src, dst, n);
+            for (int r = 0; r < reps && type != GGML_TYPE_F32; r++) {
+                if (type == GGML_TYPE_Q8_K) dequantize_row_q8_K(src, dst, n);
+                else tr->to_float(src, dst, n);
+            }
             printf("%.9f\n", now() - t0);
             return 0;
         }
-        if (type != GGML_TYPE_F32) tr->to_float(src, dst, n);
+        if (type == GGML_TYPE_Q8_K) dequantize_row_q8_K(src, dst, n);
+        else if (type != GGML_TYPE_F32) tr->to_float(src, dst, n);
         write_file(argv[4], dst, sizeof(float) * n);
         return 0;
     }

@@ -118,7 +118,7 @@ Examples:
 	fl.IntVar(&c.SharedExperts, "shared-experts", 0, "deepseek2: shared experts per MoE layer")
 	fl.BoolVar(&c.FusedGateUp, "fused-gate-up", false, "deepseek2: one ffn_gate_up_exps tensor instead of gate and up")
 	fl.Uint64Var(&c.Seed, "seed", 1, "random seed")
-	fl.StringVar(&opts.Type, "type", "f32", "weight type of the matrices: f32, f16, bf16, q8_0")
+	fl.StringVar(&opts.Type, "type", "f32", "weight type of the matrices: f32, f16, bf16, q8_0, q4_k, … (rows that do not fill whole blocks fall back to f16)")
 	fl.StringVar(&opts.ExpertType, "expert-type", "", "weight type of the routed experts (default: --type; also mxfp4)")
 	fl.IntVar(&opts.Split.MaxTensors, "split-max-tensors", 0, "split: at most N tensors per shard")
 	fl.Var(cmdutil.SizeValue{N: &opts.Split.MaxBytes}, "split-max-size", "split: at most this many tensor bytes per shard (e.g. 500M, 2G, 1GiB)")
