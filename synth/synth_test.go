@@ -136,16 +136,16 @@ func TestLayouts(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	bad := map[string]func(*Config){
-		"unknown arch":        func(c *Config) { c.Arch = "gpt5" },
-		"zero layers":         func(c *Config) { c.Layers = 0 },
-		"top-k above experts": func(c *Config) { c.ExpertsUsed = 9 },
-		"kv heads":            func(c *Config) { c.HeadsKV = 3 },
-		"odd head dim":        func(c *Config) { c.HeadDim = 15 },
-		"q4_k not supported":  func(c *Config) { c.Type = gguf.TypeQ4_K },
-		"mxfp4 for all":       func(c *Config) { c.Type = gguf.TypeMXFP4 },
-		"fused gate_up":       func(c *Config) { c.FusedGateUp = true },
-		"shared experts":      func(c *Config) { c.SharedExperts = 1 },
-		"small vocab":         func(c *Config) { c.Vocab = 100 },
+		"unknown arch":          func(c *Config) { c.Arch = "gpt5" },
+		"zero layers":           func(c *Config) { c.Layers = 0 },
+		"top-k above experts":   func(c *Config) { c.ExpertsUsed = 9 },
+		"kv heads":              func(c *Config) { c.HeadsKV = 3 },
+		"odd head dim":          func(c *Config) { c.HeadDim = 15 },
+		"iq2_xxs not supported": func(c *Config) { c.Type = gguf.TypeIQ2_XXS },
+		"mxfp4 for all":         func(c *Config) { c.Type = gguf.TypeMXFP4 },
+		"fused gate_up":         func(c *Config) { c.FusedGateUp = true },
+		"shared experts":        func(c *Config) { c.SharedExperts = 1 },
+		"small vocab":           func(c *Config) { c.Vocab = 100 },
 	}
 	for name, mutate := range bad {
 		c := Defaults("qwen3moe")
