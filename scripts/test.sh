@@ -18,9 +18,13 @@ echo "== go test"
 GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./...
 
 echo "== fuzz (${GGUFTOOL_FUZZTIME:-15s} per target)"
-for target in FuzzReader FuzzOpenSet; do
-  go test ./gguf -run=NONE -fuzz="^${target}\$" -fuzztime="${GGUFTOOL_FUZZTIME:-15s}" -fuzzminimizetime=5s -timeout 0
+for target in ./gguf:FuzzReader ./gguf:FuzzOpenSet ./gguf/quant:FuzzDequantize ./gguf/quant:FuzzQuantize \
+              ./quantize:FuzzLoadImatrix; do
+  go test "${target%%:*}" -run=NONE -fuzz="^${target##*:}\$" -fuzztime="${GGUFTOOL_FUZZTIME:-15s}" -fuzzminimizetime=5s -timeout 0
 done
+
+echo "== codecs again with GOAMD64=v3 (Go may fuse multiply-adds there)"
+GOAMD64=v3 GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./gguf/quant ./quantize
 
 echo "== build with CGO_ENABLED=0"
 CGO_ENABLED=0 go build -o /dev/null ./cmd/gguftool
