@@ -23,18 +23,27 @@ import (
 // the test is skipped, unless GGUFTOOL_REQUIRE_LLAMACPP=1 (CI).
 func quantModel(t *testing.T) string {
 	t.Helper()
-	o, err := llamacpp.Find()
+	bin, err := findQuantModel()
 	if err == nil {
-		bin := filepath.Join(filepath.Dir(o.Bin), "quantmodel")
-		if _, err = os.Stat(bin); err == nil {
-			return bin
-		}
+		return bin
 	}
 	if os.Getenv("GGUFTOOL_REQUIRE_LLAMACPP") == "1" {
-		t.Fatal(llamacpp.ErrNotInstalled)
+		t.Fatal(err)
 	}
-	t.Skip(llamacpp.ErrNotInstalled)
+	t.Skip(err)
 	return ""
+}
+
+func findQuantModel() (string, error) {
+	o, err := llamacpp.Find()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(filepath.Dir(o.Bin), "quantmodel")
+	if _, err := os.Stat(bin); err != nil {
+		return "", llamacpp.ErrNotInstalled
+	}
+	return bin, nil
 }
 
 // model writes a synthesized model whose rows fit 256-element K-quant
