@@ -18,7 +18,7 @@ echo "== go test"
 GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./...
 
 echo "== fuzz (${GGUFTOOL_FUZZTIME:-15s} per target)"
-for target in ./gguf:FuzzReader ./gguf:FuzzOpenSet ./gguf/quant:FuzzDequantize ./gguf/quant:FuzzQuantize \
+for target in ./gguf:FuzzReader ./gguf:FuzzOpenSet ./gguf/quant:FuzzDequantize ./gguf/quant:FuzzQuantize ./gguf/quant:FuzzVecDot \
               ./quantize:FuzzLoadImatrix; do
   go test "${target%%:*}" -run=NONE -fuzz="^${target##*:}\$" -fuzztime="${GGUFTOOL_FUZZTIME:-15s}" -fuzzminimizetime=5s -timeout 0
 done

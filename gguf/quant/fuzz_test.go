@@ -76,3 +76,25 @@ func FuzzQuantize(f *testing.F) {
 		}
 	})
 }
+
+// FuzzVecDot: the dot products accept only consistent lengths and never
+// panic, whatever the bytes (NaN and infinite scales included).
+func FuzzVecDot(f *testing.F) {
+	f.Add(uint8(gguf.TypeQ4_K), uint16(256), make([]byte, 144), make([]byte, 292))
+	f.Add(uint8(gguf.TypeQ8_0), uint16(32), make([]byte, 34), make([]byte, 34))
+	f.Add(uint8(gguf.TypeIQ2_S), uint16(256), make([]byte, 82), make([]byte, 292))
+	f.Fuzz(func(t *testing.T, typ uint8, n uint16, w, a []byte) {
+		ty := gguf.Type(typ % uint8(gguf.TypeCount+2))
+		if _, err := quant.VecDot(ty, w, a, int(n)); err == nil {
+			vt := quant.VecDotType(ty)
+			if int64(len(w)) != int64(n)/ty.BlockSize()*ty.BlockBytes() || int64(len(a)) != int64(n)/vt.BlockSize()*vt.BlockBytes() {
+				t.Fatalf("%s: inconsistent lengths accepted", ty)
+			}
+		}
+		x := make([]float32, len(a)/4)
+		for i := range x {
+			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(a[4*i:]))
+		}
+		_, _ = quant.DotF32(ty, w, x)
+	})
+}

@@ -55,5 +55,12 @@ if [ ! -x "$quantmodel" ] || [ "$here/quantmodel.c" -nt "$quantmodel" ]; then
      -l:libllama.v0.4.0.so -l:libggml.v0.4.0.so -l:libggml-base.so -lm -Wl,-rpath,"$bins"
   mv "$quantmodel.tmp" "$quantmodel"
 fi
+# dotref.c: the haswell CPU backend's dot products, for quant.VecDot's tests.
+dotref=$dir/dotref
+if [ ! -x "$dotref" ] || [ "$here/dotref.c" -nt "$dotref" ]; then
+  cc -O2 -std=c11 -Wall -o "$dotref.tmp" "$here/dotref.c" -I"$inc" -L"$bins" \
+     -DCPU_LIB="\"$bins/libggml-cpu-haswell.so\"" -l:libggml-base.so -ldl -lm -Wl,-rpath,"$bins"
+  mv "$dotref.tmp" "$dotref"
+fi
 printf '%s\n' "$bins" > "$dir/bins.path"
 echo "$oracle"

@@ -1,0 +1,240 @@
+package quant
+
+// Dot products of the 256-value super-block types paired with Q8_K
+// activations (a float32 scale d, int8 qs[256] and int16 bsums[16], the
+// sums of each 16 values), following ggml_vec_dot_*_q8_K_generic.
+
+import "encoding/binary"
+
+// q8K splits a Q8_K block into its scale and quants.
+func q8K(y []byte) (d float32, qs []byte) { return f32At(y), y[4:260] }
+
+// bsum is a Q8_K block's sum of values 16j … 16j+15.
+func bsum(y []byte, j int) int32 { return int32(int16(binary.LittleEndian.Uint16(y[260+2*j:]))) }
+
+func vecDotQ2_K(w, a []byte, nb int) float32 {
+	var sumf float32
+	for i := range nb {
+		x, y := w[i*blockQ2K:(i+1)*blockQ2K], a[i*blockQ8K:(i+1)*blockQ8K]
+		yd, q8 := q8K(y)
+		sc := x[:16]
+		var summs int32
+		for j := range 16 {
+			summs += bsum(y, j) * int32(sc[j]>>4)
+		}
+		var isum int32
+		for j := range 16 { // sub-block j: 16 values at bit pair j/2%4 of qs half j/8
+			q2 := x[16+32*(j/8)+16*(j%2):]
+			isum += int32(sc[j]&0xF) * dotCrumbs(q2[:16], uint(2*(j/2%4)), q8[16*j:], 0)
+		}
+		dall, dmin := float32(yd*f16At(x[80:])), float32(yd*f16At(x[82:]))
+		sumf = float32(sumf + fmaf(dall, float32(isum), -float32(dmin*float32(summs))))
+	}
+	return sumf
+}
+
+// The Q3_K … Q6_K kernels unpack a block's levels, then sum level·q8·scale
+// per lane: lane l gets the values whose index is l mod 8, as the C's
+// aux32[8] does. Each lane is scaled into its own float accumulator, and
+// the eight are added up only at the end of the row.
+
+func vecDotQ3_K(w, a []byte, nb int) float32 {
+	var sums [8]float32
+	var levels [qkK]int8
+	for i := range nb {
+		x, y := w[i*blockQ3K:(i+1)*blockQ3K], a[i*blockQ8K:(i+1)*blockQ8K]
+		yd, q8 := q8K(y)
+		hm, scales := x[:32], x[96:108]
+		for n := range 2 {
+			q3 := x[32+32*n : 64+32*n]
+			for k := range 4 {
+				m := uint8(1) << (4*n + k)
+				lv := levels[128*n+32*k:]
+				for l, q := range q3 {
+					lv[l] = int8(q >> (2 * k) & 3)
+					if hm[l]&m == 0 {
+						lv[l] -= 4
+					}
+				}
+			}
+		}
+		var acc [8]int32
+		for j := range 16 {
+			addLanes(&acc, levels[16*j:16*j+16], q8[16*j:], int32(q3Scale(scales, j)))
+		}
+		fmaLanes(&sums, float32(f16At(x[108:])*yd), &acc)
+	}
+	return addUp(0, &sums)
+}
+
+func vecDotQ4_K(w, a []byte, nb int) float32 {
+	return vecDotQ45_K(w, a, nb, blockQ4K, func(x []byte, levels *[qkK]int8) {
+		for j := range 4 {
+			for l, q := range x[16+32*j : 48+32*j] {
+				levels[64*j+l] = int8(q & 0xF)
+				levels[64*j+32+l] = int8(q >> 4)
+			}
+		}
+	})
+}
+
+func vecDotQ5_K(w, a []byte, nb int) float32 {
+	return vecDotQ45_K(w, a, nb, blockQ5K, func(x []byte, levels *[qkK]int8) {
+		qh := x[16:48]
+		for j := range 4 {
+			for l, q := range x[48+32*j : 80+32*j] {
+				levels[64*j+l] = int8(q&0xF + q5KHigh(qh[l], 1<<(2*j)))
+				levels[64*j+32+l] = int8(q>>4 + q5KHigh(qh[l], 2<<(2*j)))
+			}
+		}
+	})
+}
+
+// vecDotQ45_K is the kernel Q4_K and Q5_K share, given their level
+// unpacking: eight sub-blocks of 32 with 6-bit scales and mins.
+func vecDotQ45_K(w, a []byte, nb, blockBytes int, unpack func(x []byte, levels *[qkK]int8)) float32 {
+	var sumf float32
+	var sums [8]float32
+	var levels [qkK]int8
+	for i := range nb {
+		x, y := w[i*blockBytes:(i+1)*blockBytes], a[i*blockQ8K:(i+1)*blockQ8K]
+		yd, q8 := q8K(y)
+		unpack(x, &levels)
+		var acc [8]int32
+		var sumi int32
+		for j := range 8 {
+			sc, m := scaleMinK4(x[4:16], j)
+			sumi += (bsum(y, 2*j) + bsum(y, 2*j+1)) * int32(m)
+			addLanes(&acc, levels[32*j:32*j+32], q8[32*j:], int32(sc))
+		}
+		fmaLanes(&sums, float32(f16At(x)*yd), &acc)
+		sumf = fmaf(-float32(f16At(x[2:])*yd), float32(sumi), sumf)
+	}
+	return addUp(sumf, &sums)
+}
+
+func vecDotQ6_K(w, a []byte, nb int) float32 {
+	var sums [8]float32
+	var levels [qkK]int8
+	for i := range nb {
+		x, y := w[i*blockQ6K:(i+1)*blockQ6K], a[i*blockQ8K:(i+1)*blockQ8K]
+		yd, q8 := q8K(y)
+		for n := range 2 {
+			ql, qh, lv := x[64*n:64*n+64], x[128+32*n:160+32*n], levels[128*n:]
+			for l, h := range qh {
+				lv[l] = int8(ql[l]&0xF|(h>>0&3)<<4) - 32
+				lv[l+32] = int8(ql[l+32]&0xF|(h>>2&3)<<4) - 32
+				lv[l+64] = int8(ql[l]>>4|(h>>4&3)<<4) - 32
+				lv[l+96] = int8(ql[l+32]>>4|(h>>6&3)<<4) - 32
+			}
+		}
+		var acc [8]int32
+		for j := range 16 {
+			addLanes(&acc, levels[16*j:16*j+16], q8[16*j:], int32(int8(x[192+j])))
+		}
+		fmaLanes(&sums, float32(f16At(x[208:])*yd), &acc)
+	}
+	return addUp(0, &sums)
+}
+
+// vecDotTQ1_0: base-3 digits, five per byte of qs[0:48] and four per byte
+// of qh[48:52], in the order dequantizeTQ1_0 writes them.
+func vecDotTQ1_0(w, a []byte, nb int) float32 {
+	var sumf float32
+	for i := range nb {
+		x, y := w[i*blockTQ1:(i+1)*blockTQ1], a[i*blockQ8K:(i+1)*blockQ8K]
+		yd, q8 := q8K(y)
+		sum := dotTrits(x[0:32], 5, q8[0:160]) + dotTrits(x[32:48], 5, q8[160:240]) + dotTrits(x[48:52], 4, q8[240:256])
+		sumf = fmaf(float32(sum), float32(f16At(x[52:])*yd), sumf)
+	}
+	return sumf
+}
+
+func vecDotTQ2_0(w, a []byte, nb int) float32 {
+	var sumf float32
+	for i := range nb {
+		x, y := w[i*blockTQ2:(i+1)*blockTQ2], a[i*blockQ8K:(i+1)*blockQ8K]
+		yd, q8 := q8K(y)
+		var sumi int32
+		for j := 0; j < 64; j += 32 {
+			for l := range 4 {
+				sumi += dotCrumbs(x[j:j+32], uint(2*l), q8[4*j+32*l:], 1)
+			}
+		}
+		sumf = fmaf(float32(sumi), float32(yd*f16At(x[64:])), sumf)
+	}
+	return sumf
+}
+
+func vecDotIQ4_XS(w, a []byte, nb int) float32 {
+	var sumf float32
+	for i := range nb {
+		x, y := w[i*blockIQ4XS:(i+1)*blockIQ4XS], a[i*blockQ8K:(i+1)*blockQ8K]
+		yd, q8 := q8K(y)
+		d4d8 := float32(f16At(x) * yd)
+		h := binary.LittleEndian.Uint16(x[2:])
+		for ib := range qkK / 32 {
+			ls := int32(x[4+ib/2]>>(4*(ib%2))&0xF) | int32(h>>(2*ib)&3)<<4
+			dl := float32(d4d8 * float32(ls-32))
+			sumi := dotNibbles(&kvaluesIQ4NL, x[8+16*ib:24+16*ib], q8[32*ib:])
+			sumf = fmaf(dl, float32(sumi), sumf)
+		}
+	}
+	return sumf
+}
+
+// addLanes adds scale·levels[j]·q8[j] to lane j mod 8. Integer sums
+// wrap, so scaling each lane's sum once gives the C's result exactly.
+func addLanes(acc *[8]int32, levels []int8, q8 []byte, scale int32) {
+	q8 = q8[:len(levels)]
+	var s [8]int32
+	for j := 0; j+8 <= len(levels); j += 8 {
+		l, q := (*[8]int8)(levels[j:j+8]), (*[8]byte)(q8[j:j+8])
+		for k := range s {
+			s[k] += int32(l[k]) * int32(int8(q[k]))
+		}
+	}
+	for k, v := range s {
+		acc[k] += scale * v
+	}
+}
+
+// fmaLanes scales each lane's integer sum by d into its accumulator.
+func fmaLanes(sums *[8]float32, d float32, acc *[8]int32) {
+	for l, v := range acc {
+		sums[l] = fmaf(d, float32(v), sums[l])
+	}
+}
+
+// addUp adds the lane accumulators to sumf in lane order.
+func addUp(sumf float32, sums *[8]float32) float32 {
+	for _, s := range sums {
+		sumf += s
+	}
+	return sumf
+}
+
+// dotCrumbs is Σ (bits shift…shift+1 of qs[j] − off)·q8[j].
+func dotCrumbs(qs []byte, shift uint, q8 []byte, off int32) int32 {
+	q8 = q8[:len(qs)]
+	var s int32
+	for j, q := range qs {
+		s += (int32(q>>shift&3) - off) * int32(int8(q8[j]))
+	}
+	return s
+}
+
+// dotTrits is Σ (trit−1)·q8 where trit n of byte j of qs (n < trits)
+// pairs with q8[n·len(qs)+j]. Multiplying by 3^n brings trit n to the top
+// of the byte (wrapping), and ×3>>8 reads it off.
+func dotTrits(qs []byte, trits int, q8 []byte) int32 {
+	var s int32
+	for n := range trits {
+		y := q8[n*len(qs) : (n+1)*len(qs)]
+		for j, q := range qs {
+			t := int32(uint16(q*pow3[n]) * 3 >> 8)
+			s += (t - 1) * int32(int8(y[j]))
+		}
+	}
+	return s
+}
