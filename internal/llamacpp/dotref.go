@@ -2,36 +2,23 @@ package llamacpp
 
 import (
 	"context"
-	"encoding/binary"
-	"fmt"
-	"math"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 )
 
 // DotRef runs the dot products and activation quantizers of llama.cpp's
 // haswell CPU backend (scripts/llamacpp/dotref.c, which loads the pinned
 // libggml-cpu-haswell).
-type DotRef struct {
-	Bin string
-	dir string // scratch directory for the files it exchanges
-}
+type DotRef struct{ tool }
 
 // FindDotRef locates the dotref binary next to the oracle; scratch files
 // go to dir.
 func FindDotRef(dir string) (*DotRef, error) {
-	o, err := Find()
+	t, err := findTool("dotref", dir)
 	if err != nil {
 		return nil, err
 	}
-	bin := filepath.Join(filepath.Dir(o.Bin), "dotref")
-	if _, err := os.Stat(bin); err != nil {
-		return nil, ErrNotInstalled
-	}
-	return &DotRef{Bin: bin, dir: dir}, nil
+	return &DotRef{t}, nil
 }
 
 // variant names the kernel dotref runs: the SIMD code the backend uses, or
@@ -41,23 +28,6 @@ func variant(generic bool) string {
 		return "generic"
 	}
 	return "simd"
-}
-
-func (d *DotRef) run(ctx context.Context, args ...string) (string, error) {
-	out, err := exec.CommandContext(ctx, d.Bin, args...).Output()
-	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok {
-			return "", fmt.Errorf("dotref %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(ee.Stderr)))
-		}
-		return "", err
-	}
-	return strings.TrimSpace(string(out)), nil
-}
-
-// put writes b to the scratch file name and returns its path.
-func (d *DotRef) put(name string, b []byte) (string, error) {
-	p := filepath.Join(d.dir, name)
-	return p, os.WriteFile(p, b, 0o644)
 }
 
 // putPair writes a weight and an activation file.
@@ -78,7 +48,7 @@ func (d *DotRef) QuantizeActivations(ctx context.Context, vt uint32, generic boo
 	if err != nil {
 		return nil, err
 	}
-	out := filepath.Join(d.dir, "qa.out.bin")
+	out := d.scratch("qa.out.bin")
 	if _, err := d.run(ctx, "quantize", strconv.Itoa(int(vt)), variant(generic), strconv.Itoa(nPerRow), in, out); err != nil {
 		return nil, err
 	}
@@ -93,15 +63,10 @@ func (d *DotRef) VecDot(ctx context.Context, typ uint32, generic bool, n int, w,
 	if err != nil {
 		return nil, err
 	}
-	out := filepath.Join(d.dir, "vd.out.f32")
-	if _, err := d.run(ctx, "dot", strconv.Itoa(int(typ)), variant(generic), strconv.Itoa(n), wp, ap, out); err != nil {
+	if _, err := d.run(ctx, "dot", strconv.Itoa(int(typ)), variant(generic), strconv.Itoa(n), wp, ap, d.scratch("vd.out.f32")); err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		return nil, err
-	}
-	return f32s(b), nil
+	return d.getF32("vd.out.f32")
 }
 
 // BenchVecDot returns the seconds reps passes of the SIMD dot product over
@@ -123,20 +88,4 @@ func (d *DotRef) BenchDequantize(ctx context.Context, typ uint32, data []byte, r
 		return 0, err
 	}
 	return d.seconds(ctx, "bench-dequantize", strconv.Itoa(int(typ)), in, strconv.Itoa(reps))
-}
-
-func (d *DotRef) seconds(ctx context.Context, args ...string) (float64, error) {
-	out, err := d.run(ctx, args...)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseFloat(out, 64)
-}
-
-func f32s(b []byte) []float32 {
-	y := make([]float32, len(b)/4)
-	for i := range y {
-		y[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return y
 }

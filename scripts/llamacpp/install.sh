@@ -37,30 +37,21 @@ if [ ! -f "$inc/llama.h" ]; then
   rm -rf "$src"
 fi
 
+# build NAME FLAGS…: compile NAME.c into $dir/NAME when it or helpers.h is newer.
+build() {
+  local name=$1
+  shift
+  local bin=$dir/$name
+  if [ ! -x "$bin" ] || [ "$here/$name.c" -nt "$bin" ] || [ "$here/helpers.h" -nt "$bin" ]; then
+    cc -O2 -std=c11 -Wall -o "$bin.tmp" "$here/$name.c" -I"$here" -I"$inc" -L"$bins" "$@" -lm -Wl,-rpath,"$bins"
+    mv "$bin.tmp" "$bin"
+  fi
+}
+libllama=(-l:libllama.v0.4.0.so -l:libggml.v0.4.0.so -l:libggml-base.so)
+build oracle "${libllama[@]}"                 # model loading, greedy ids, logits
+build quantmodel "${libllama[@]}"             # llama-quantize on llama_model_quantize
+build quantref -l:libggml-base.so             # block codecs
+build dotref -DCPU_LIB="\"$bins/libggml-cpu-haswell.so\"" -l:libggml-base.so -ldl  # CPU dot products
 oracle=$dir/oracle
-if [ ! -x "$oracle" ] || [ "$here/oracle.c" -nt "$oracle" ]; then
-  cc -O2 -std=c11 -Wall -o "$oracle.tmp" "$here/oracle.c" -I"$inc" -L"$bins" \
-     -l:libllama.v0.4.0.so -l:libggml.v0.4.0.so -l:libggml-base.so -lm -Wl,-rpath,"$bins"
-  mv "$oracle.tmp" "$oracle"
-fi
-quantref=$dir/quantref
-if [ ! -x "$quantref" ] || [ "$here/quantref.c" -nt "$quantref" ]; then
-  cc -O2 -std=c11 -Wall -o "$quantref.tmp" "$here/quantref.c" -I"$inc" -L"$bins" \
-     -l:libggml-base.so -lm -Wl,-rpath,"$bins"
-  mv "$quantref.tmp" "$quantref"
-fi
-quantmodel=$dir/quantmodel
-if [ ! -x "$quantmodel" ] || [ "$here/quantmodel.c" -nt "$quantmodel" ]; then
-  cc -O2 -std=c11 -Wall -o "$quantmodel.tmp" "$here/quantmodel.c" -I"$inc" -L"$bins" \
-     -l:libllama.v0.4.0.so -l:libggml.v0.4.0.so -l:libggml-base.so -lm -Wl,-rpath,"$bins"
-  mv "$quantmodel.tmp" "$quantmodel"
-fi
-# dotref.c: the haswell CPU backend's dot products, for quant.VecDot's tests.
-dotref=$dir/dotref
-if [ ! -x "$dotref" ] || [ "$here/dotref.c" -nt "$dotref" ]; then
-  cc -O2 -std=c11 -Wall -o "$dotref.tmp" "$here/dotref.c" -I"$inc" -L"$bins" \
-     -DCPU_LIB="\"$bins/libggml-cpu-haswell.so\"" -l:libggml-base.so -ldl -lm -Wl,-rpath,"$bins"
-  mv "$dotref.tmp" "$dotref"
-fi
 printf '%s\n' "$bins" > "$dir/bins.path"
 echo "$oracle"

@@ -21,49 +21,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "ggml.h"
+#define TOOL "quantref"
+#include "helpers.h"
 
 // Q8_K is ggml's activation format: ggml_quantize_chunk and the type
 // traits do not handle it, but libggml-base exports its reference codecs.
 void quantize_row_q8_K_ref(const float *x, void *y, int64_t k);
 void dequantize_row_q8_K(const void *x, float *y, int64_t k);
-
-static void die(const char *msg) {
-    fprintf(stderr, "quantref: %s\n", msg);
-    exit(1);
-}
-
-static void *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) die("cannot open input");
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = malloc(size > 0 ? size : 1);
-    if (size > 0 && fread(buf, 1, size, f) != (size_t)size) die("short read");
-    fclose(f);
-    *n = (size_t)size;
-    return buf;
-}
-
-static void write_file(const char *path, const void *buf, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) die("cannot create output");
-    if (n && fwrite(buf, 1, n, f) != n) die("short write");
-    fclose(f);
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static enum ggml_type parse_type(const char *s) {
-    int t = atoi(s);
-    if (t < 0 || t >= GGML_TYPE_COUNT || ggml_blck_size((enum ggml_type)t) == 0) die("bad type");
-    return (enum ggml_type)t;
-}
 
 int main(int argc, char **argv) {
     if (argc < 3) die("usage: quantref quantize|dequantize|validate|bench-* TYPE ...");
