@@ -172,6 +172,12 @@ func (f *File) Tensor(name string) (*TensorInfo, bool) {
 	return &f.Tensors[i], true
 }
 
+// TensorIndex returns the index of the tensor named name.
+func (f *File) TensorIndex(name string) (int, bool) {
+	i, ok := f.tenIndex[name]
+	return i, ok
+}
+
 // TensorData returns a reader over the data of tensor i.
 func (f *File) TensorData(i int) *io.SectionReader {
 	t := &f.Tensors[i]
