@@ -148,6 +148,9 @@ func OpenSet(path string) (*Set, error) {
 		return s, nil
 	}
 
+	if _, err := os.Stat(path); err != nil {
+		return nil, err // the shard named must exist before the set is considered
+	}
 	s := &Set{Prefix: prefix}
 	ok := false
 	defer func() {

@@ -15,12 +15,15 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gguftool/gguftool/container"
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/cli/cmdutil"
 	"github.com/gguftool/gguftool/internal/cli/demo"
 	"github.com/gguftool/gguftool/internal/cli/inspect"
+	packcmd "github.com/gguftool/gguftool/internal/cli/pack"
 	quantizecmd "github.com/gguftool/gguftool/internal/cli/quantize"
 	"github.com/gguftool/gguftool/internal/cli/synth"
+	"github.com/gguftool/gguftool/internal/cli/verify"
 	"github.com/gguftool/gguftool/internal/iostreams"
 )
 
@@ -33,6 +36,8 @@ var Version = "0.1.0-dev"
 func FormatVersions() []string {
 	return []string{
 		fmt.Sprintf("gguf %d", gguf.WriteVersion),
+		fmt.Sprintf("expert container %d", container.FormatVersion),
+		fmt.Sprintf("pack %d (%s)", container.PackVersion, container.ManifestSchema),
 	}
 }
 
@@ -83,6 +88,9 @@ both.
 		inspect.NewCmd(f, nil),
 		demo.NewCmd(f, nil),
 		quantizecmd.NewCmd(f, nil),
+		packcmd.NewCmd(f, Version, nil),
+		packcmd.NewCmdUnpack(f, nil),
+		verify.NewCmd(f, nil),
 	)
 	return root
 }
