@@ -34,17 +34,7 @@ func quantModel(t *testing.T) string {
 	return ""
 }
 
-func findQuantModel() (string, error) {
-	o, err := llamacpp.Find()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(filepath.Dir(o.Bin), "quantmodel")
-	if _, err := os.Stat(bin); err != nil {
-		return "", llamacpp.ErrNotInstalled
-	}
-	return bin, nil
-}
+func findQuantModel() (string, error) { return llamacpp.Binary("quantmodel") }
 
 // model writes a synthesized model whose rows fit 256-element K-quant
 // blocks, so the mixes' rules rather than their fallbacks decide types.

@@ -21,15 +21,22 @@ type tool struct {
 }
 
 func findTool(name, dir string) (tool, error) {
+	bin, err := Binary(name)
+	return tool{Bin: bin, dir: dir}, err
+}
+
+// Binary returns the path of one of the helpers install.sh builds next to
+// the oracle (quantmodel, ggufrewrite, …).
+func Binary(name string) (string, error) {
 	o, err := Find()
 	if err != nil {
-		return tool{}, err
+		return "", err
 	}
 	bin := filepath.Join(filepath.Dir(o.Bin), name)
 	if _, err := os.Stat(bin); err != nil {
-		return tool{}, ErrNotInstalled
+		return "", ErrNotInstalled
 	}
-	return tool{Bin: bin, dir: dir}, nil
+	return bin, nil
 }
 
 func (t tool) run(ctx context.Context, args ...string) (string, error) {

@@ -2,18 +2,21 @@
 // directory. Each driver defines TOOL (its name, for messages) before
 // including this header.
 #pragma once
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L // clock_gettime
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "ggml.h"
 
-static void die(const char *msg) {
+static inline void die(const char *msg) {
     fprintf(stderr, "%s: %s\n", TOOL, msg);
     exit(1);
 }
 
-static void *read_file(const char *path, size_t *n) {
+static inline void *read_file(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     if (!f) die("cannot open input");
     fseek(f, 0, SEEK_END);
@@ -26,21 +29,21 @@ static void *read_file(const char *path, size_t *n) {
     return buf;
 }
 
-static void write_file(const char *path, const void *buf, size_t n) {
+static inline void write_file(const char *path, const void *buf, size_t n) {
     FILE *f = fopen(path, "wb");
     if (!f) die("cannot create output");
     if (n && fwrite(buf, 1, n, f) != n) die("short write");
     fclose(f);
 }
 
-static double now(void) {
+static inline double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 // parse_type reads a ggml type id, refusing retired and unknown ones.
-static enum ggml_type parse_type(const char *s) {
+static inline enum ggml_type parse_type(const char *s) {
     int t = atoi(s);
     if (t < 0 || t >= GGML_TYPE_COUNT || ggml_blck_size((enum ggml_type)t) == 0) die("bad type");
     return (enum ggml_type)t;

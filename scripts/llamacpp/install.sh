@@ -51,6 +51,7 @@ libllama=(-l:libllama.v0.4.0.so -l:libggml.v0.4.0.so -l:libggml-base.so)
 build oracle "${libllama[@]}"                 # model loading, greedy ids, logits
 build quantmodel "${libllama[@]}"             # llama-quantize on llama_model_quantize
 build quantref -l:libggml-base.so             # block codecs
+build ggufrewrite -l:libggml-base.so          # files written by llama.cpp's GGUF writer
 build dotref -DCPU_LIB="\"$bins/libggml-cpu-haswell.so\"" -l:libggml-base.so -ldl  # CPU dot products
 oracle=$dir/oracle
 printf '%s\n' "$bins" > "$dir/bins.path"
