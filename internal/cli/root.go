@@ -17,6 +17,7 @@ import (
 
 	"github.com/gguftool/gguftool/container"
 	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/internal/cli/bench"
 	"github.com/gguftool/gguftool/internal/cli/cmdutil"
 	"github.com/gguftool/gguftool/internal/cli/demo"
 	"github.com/gguftool/gguftool/internal/cli/inspect"
@@ -91,6 +92,7 @@ both.
 		packcmd.NewCmd(f, Version, nil),
 		packcmd.NewCmdUnpack(f, nil),
 		verify.NewCmd(f, nil),
+		bench.NewCmd(f),
 	)
 	return root
 }

@@ -1,0 +1,24 @@
+// Package bench is `gguftool bench`: measurements that always carry a
+// reference taken in the same run on the same machine, reported as a
+// ratio.
+package bench
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/gguftool/gguftool/internal/cli/cmdutil"
+)
+
+// NewCmd builds `gguftool bench` and its subcommands.
+func NewCmd(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench <subcommand>",
+		Short: "Measure gguftool against a reference taken in the same run",
+		Long: `Benchmarks that report a speed as a ratio to a reference measured in the
+same run, on the same disk or the same cores: pack against cp, expert
+reads from a pack against a raw O_DIRECT read of the same files.
+` + cmdutil.ExitCodesHelp,
+	}
+	cmd.AddCommand(newCmdPack(f))
+	return cmd
+}
