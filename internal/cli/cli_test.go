@@ -333,3 +333,40 @@ func TestPackUnpackVerifyCommands(t *testing.T) {
 		t.Errorf("verify missing: %d", code)
 	}
 }
+
+func TestBenchCommands(t *testing.T) {
+	// A disk-backed directory (the repository's), so O_DIRECT applies.
+	dir, err := os.MkdirTemp(filepath.Join("..", "..", ".cache"), "bench-test-")
+	if err != nil {
+		os.MkdirAll(filepath.Join("..", "..", ".cache"), 0o755)
+		if dir, err = os.MkdirTemp(filepath.Join("..", "..", ".cache"), "bench-test-"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer os.RemoveAll(dir)
+	src := filepath.Join(dir, "m.gguf")
+	if code, _, errOut := run(t, "synth", "--experts", "16", "--expert-ff", "256", "-o", src); code != 0 {
+		t.Fatal(errOut)
+	}
+	pack := filepath.Join(dir, "pack")
+	if code, _, errOut := run(t, "pack", src, "-o", pack); code != 0 {
+		t.Fatal(errOut)
+	}
+	code, out, errOut := run(t, "bench", "io", pack, "--gguf", src, "--backend", "uring", "--json")
+	if code != 0 {
+		t.Fatalf("bench io: %d %s", code, errOut)
+	}
+	var r struct {
+		Backend string
+		Direct  bool `json:"o_direct"`
+		Pack    struct{ Reads int }
+		Raw     struct{ Bytes int64 }
+		GGUF    *struct{ Reads int }
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Backend != "uring" || !r.Direct || r.Pack.Reads == 0 || r.Raw.Bytes == 0 || r.GGUF == nil || r.GGUF.Reads != 3*r.Pack.Reads {
+		t.Fatalf("bench io: %s", out)
+	}
+}

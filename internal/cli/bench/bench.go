@@ -19,6 +19,6 @@ same run, on the same disk or the same cores: pack against cp, expert
 reads from a pack against a raw O_DIRECT read of the same files.
 ` + cmdutil.ExitCodesHelp,
 	}
-	cmd.AddCommand(newCmdPack(f))
+	cmd.AddCommand(newCmdPack(f), newCmdIO(f))
 	return cmd
 }
