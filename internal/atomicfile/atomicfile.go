@@ -33,6 +33,13 @@ func Create(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
+	// CreateTemp makes the file private (0600); the published file gets
+	// the ordinary mode a created file would have.
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
 	return &File{File: f, Path: path}, nil
 }
 
