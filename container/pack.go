@@ -179,6 +179,9 @@ func Pack(ctx context.Context, src, dir string, o PackOptions) (*Manifest, error
 			os.RemoveAll(tmp)
 		}
 	}()
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp's 0700 would stay on the published pack
+		return nil, err
+	}
 	m, err := p.write(ctx, tmp, o)
 	if err != nil {
 		return nil, err
