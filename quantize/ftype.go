@@ -89,9 +89,9 @@ func (f FType) String() string {
 	return fmt.Sprintf("FTYPE(%d)", uint32(f))
 }
 
-// defaultType is llama_ftype_get_default_type: the base tensor type of a
+// DefaultType is llama_ftype_get_default_type: the base tensor type of a
 // mix; ok is false for a number that is no mix.
-func (f FType) defaultType() (gguf.Type, bool) {
+func (f FType) DefaultType() (gguf.Type, bool) {
 	switch f {
 	case FTypeQ4_0:
 		return gguf.TypeQ4_0, true

@@ -158,7 +158,7 @@ func trimShape(shape []int64) []int64 { return slices.Clone(shape[:nDims(shape)]
 
 // MakePlan decides every tensor's output type and the output metadata.
 func MakePlan(s *gguf.Set, o Options) (*Plan, error) {
-	def, ok := o.FType.defaultType()
+	def, ok := o.FType.DefaultType()
 	if !ok {
 		return nil, fmt.Errorf("quantize: invalid file type %d", uint32(o.FType))
 	}
@@ -346,6 +346,28 @@ type converter struct {
 	out      []byte
 	pos      int
 	rowBytes int64 // source row bytes
+}
+
+// TensorReader yields tensor t of s converted to typ (weighted by
+// imatrix, one value per column per expert, when not nil), or its bytes
+// as they are when typ is its type. Memory stays at a slab of rows.
+func TensorReader(ctx context.Context, s *gguf.Set, t *gguf.SetTensor, typ gguf.Type, imatrix []float32) io.Reader {
+	rows := t.Elements() / t.Dim(0)
+	return newConverter(ctx, s, &Target{Name: t.Name, Source: t, Type: typ, Bytes: rows * typ.RowBytes(t.Dim(0)),
+		Quantize: typ != t.Type, Imatrix: imatrix})
+}
+
+// AllowsQuantization is llama.cpp's tensor_allows_quantization with the
+// default options: 2-D and 3-D weights other than norms, routers and a
+// few small special tensors.
+func AllowsQuantization(name string, shape []int64) bool {
+	return allowsQuantization(&Options{}, name, shape)
+}
+
+// Fallback is the type llama-quantize uses for t when a row of ncols
+// values is not a whole number of t's blocks (t itself when it is).
+func Fallback(t gguf.Type, ncols int64) (gguf.Type, error) {
+	return (&selector{}).fallback("", []int64{ncols}, t)
 }
 
 func newConverter(ctx context.Context, s *gguf.Set, tg *Target) io.Reader {

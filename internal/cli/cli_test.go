@@ -370,3 +370,52 @@ func TestBenchCommands(t *testing.T) {
 		t.Fatalf("bench io: %s", out)
 	}
 }
+
+func TestResidentOnlyCommand(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "m.gguf")
+	if code, _, errOut := run(t, "synth", "--arch", "olmoe", "--embd", "256", "--head-dim", "64", "--expert-ff", "256", "-o", src); code != 0 {
+		t.Fatal(errOut)
+	}
+	pack := filepath.Join(dir, "pack")
+	if code, _, errOut := run(t, "pack", src, "-o", pack); code != 0 {
+		t.Fatal(errOut)
+	}
+	out := filepath.Join(dir, "tiers")
+	code, stdout, errOut := run(t, "resident-only", pack, "--tier", "native,q6_k", "--tier", "q4_k_m", "--fit", "0.6M", "--fit-label", "small", "--json", "-o", out)
+	if code != 0 {
+		t.Fatalf("%d %s", code, errOut)
+	}
+	var res struct {
+		Tiers []struct {
+			TierLabel     string `json:"tier_label"`
+			ResidentBytes int64  `json:"resident_bytes"`
+			Pack          *struct{ Dir string }
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || len(res.Tiers) != 4 {
+		t.Fatalf("%v %s", err, stdout)
+	}
+	for _, tr := range res.Tiers {
+		if tr.Pack == nil {
+			t.Errorf("%s: no pack pairing", tr.TierLabel)
+		}
+		if tr.TierLabel == "small" && tr.ResidentBytes > 600_000 {
+			t.Errorf("fit over budget: %d", tr.ResidentBytes)
+		}
+	}
+	cat, err := os.ReadFile(filepath.Join(out, "resident-tiers.json"))
+	if err != nil || !strings.Contains(string(cat), `"manifest": "small.resident.json"`) {
+		t.Fatalf("catalog: %v %s", err, cat)
+	}
+	code, _, errOut = run(t, "resident-only", src, "--fit", "1K", "-o", out)
+	if code != cmdutil.ExitFailure || !strings.Contains(errOut, "bytes short") {
+		t.Errorf("infeasible: %d %s", code, errOut)
+	}
+	if code, _, _ := run(t, "resident-only", src, "--tier", "q9_k", "-o", out); code != cmdutil.ExitUsage {
+		t.Errorf("bad tier: %d", code)
+	}
+	if code, _, _ := run(t, "resident-only", src, "-o", out); code != cmdutil.ExitUsage {
+		t.Errorf("no tier: %d", code)
+	}
+}

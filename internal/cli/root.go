@@ -23,9 +23,11 @@ import (
 	"github.com/gguftool/gguftool/internal/cli/inspect"
 	packcmd "github.com/gguftool/gguftool/internal/cli/pack"
 	quantizecmd "github.com/gguftool/gguftool/internal/cli/quantize"
+	residentcmd "github.com/gguftool/gguftool/internal/cli/resident"
 	"github.com/gguftool/gguftool/internal/cli/synth"
 	"github.com/gguftool/gguftool/internal/cli/verify"
 	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/resident"
 )
 
 // Version is the tool's version; release builds set it with
@@ -39,6 +41,7 @@ func FormatVersions() []string {
 		fmt.Sprintf("gguf %d", gguf.WriteVersion),
 		fmt.Sprintf("expert container %d", container.FormatVersion),
 		fmt.Sprintf("pack %d (%s)", container.PackVersion, container.ManifestSchema),
+		fmt.Sprintf("resident manifest %d (%s, catalog %s)", resident.Version, resident.Schema, resident.CatalogSchema),
 	}
 }
 
@@ -92,6 +95,7 @@ both.
 		packcmd.NewCmd(f, Version, nil),
 		packcmd.NewCmdUnpack(f, nil),
 		verify.NewCmd(f, nil),
+		residentcmd.NewCmd(f, Version, nil),
 		bench.NewCmd(f),
 	)
 	return root

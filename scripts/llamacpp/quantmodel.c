@@ -144,7 +144,7 @@ static void load_imatrix(const char *path) {
 int main(int argc, char **argv) {
     struct llama_model_quantize_params params = llama_model_quantize_default_params();
     const char *imatrix_file = NULL;
-    struct llama_model_tensor_override tt[64];
+    struct llama_model_tensor_override *tt = calloc(argc + 1, sizeof *tt); // at most one per argument
     int n_tt = 0;
     int i = 1;
     for (; i < argc && !strncmp(argv[i], "--", 2); i++) {
@@ -159,7 +159,7 @@ int main(int argc, char **argv) {
         else if (i + 1 < argc && !strcmp(a, "--tensor-type")) {
             char *spec = strdup(argv[++i]);
             char *eq = strchr(spec, '=');
-            if (!eq || eq == spec || !eq[1] || n_tt == 63) die("malformed --tensor-type", spec);
+            if (!eq || eq == spec || !eq[1]) die("malformed --tensor-type", spec);
             *eq = 0;
             for (char *c = spec; *c; c++) *c = (char)tolower((unsigned char)*c);
             tt[n_tt].pattern = spec;
