@@ -257,6 +257,15 @@ func writeJSON(path string, v any) error {
 // WriteCatalog rewrites DIR/resident-tiers.json to list every manifest in
 // the directory, by resident bytes.
 func WriteCatalog(dir string) (*Catalog, error) {
+	c, err := WriteCatalogPreview(dir)
+	if err != nil {
+		return nil, err
+	}
+	return c, writeJSON(filepath.Join(dir, CatalogName), c)
+}
+
+// WriteCatalogPreview returns the catalog WriteCatalog would write.
+func WriteCatalogPreview(dir string) (*Catalog, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*"+ManifestSuffix))
 	if err != nil {
 		return nil, err
@@ -274,5 +283,5 @@ func WriteCatalog(dir string) (*Catalog, error) {
 		c.Tiers = append(c.Tiers, CatalogEntry{TierLabel: m.TierLabel, ResidentBytes: m.ResidentBytes, Manifest: filepath.Base(p)})
 	}
 	slices.SortStableFunc(c.Tiers, func(a, b CatalogEntry) int { return cmp64(a.ResidentBytes, b.ResidentBytes) })
-	return c, writeJSON(filepath.Join(dir, CatalogName), c)
+	return c, nil
 }

@@ -408,6 +408,17 @@ func TestResidentOnlyCommand(t *testing.T) {
 	if err != nil || !strings.Contains(string(cat), `"manifest": "small.resident.json"`) {
 		t.Fatalf("catalog: %v %s", err, cat)
 	}
+	// inspect describes each thing gguftool writes.
+	for path, want := range map[string]string{
+		out: `"kind": "resident-tiers"`,
+		filepath.Join(out, "small.resident.json"): `"tier_label": "small"`,
+		pack:                                    `"kind": "pack"`,
+		filepath.Join(pack, "blk-0000.experts"): `"header_xxh3_128"`,
+	} {
+		if code, out, errOut := run(t, "inspect", "--json", path); code != 0 || !strings.Contains(out, want) {
+			t.Errorf("inspect %s: %d %s %s", path, code, errOut, out)
+		}
+	}
 	code, _, errOut = run(t, "resident-only", src, "--fit", "1K", "-o", out)
 	if code != cmdutil.ExitFailure || !strings.Contains(errOut, "bytes short") {
 		t.Errorf("infeasible: %d %s", code, errOut)

@@ -29,8 +29,8 @@ type Options struct {
 func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams}
 	cmd := &cobra.Command{
-		Use:   "inspect FILE|SHARD",
-		Short: "Describe a GGUF file or split set",
+		Use:   "inspect FILE|SHARD|PACK|CONTAINER|MANIFEST|TIERS-DIR",
+		Short: "Describe a GGUF file or split set, a pack, a container or resident tiers",
 		Long: `Describe a GGUF model: architecture, hyper-parameters, MoE geometry (MoE
 layers, experts, experts used, expert FFN width, bytes per expert of each
 expert tensor), resident versus routed-expert bytes, bytes by type, and
@@ -42,12 +42,18 @@ checks the whole set.
 reader accepts (data order and padding, key types), and exits 3 if any.
 --json prints everything as one JSON document (schema gguftool.inspect/v1).
 
+Also describes what gguftool writes: a pack directory (pack.json: source,
+containers and their components), an expert container (*.experts: its
+validated header), a resident tier manifest (*.resident.json, its files
+verified against their digests) and a directory of resident tiers (the
+tiers resident-tiers.json would list).
+
 Examples:
   gguftool inspect model.gguf
   gguftool inspect model-00002-of-00005.gguf --tensors
   gguftool inspect --json model-00001-of-00005.gguf | jq .resident_bytes
 ` + cmdutil.ExitCodesHelp,
-		Args: cmdutil.ExactArgs(1, "one GGUF file or shard"),
+		Args: cmdutil.ExactArgs(1, "one GGUF file or shard, pack, container or manifest"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Path = args[0]
 			if runF != nil {
@@ -179,6 +185,17 @@ func typeName(v gguf.Value) string {
 
 // Run is the command's default behaviour.
 func Run(ctx context.Context, opts *Options) error {
+	kind, err := kindOf(opts.Path)
+	if err != nil {
+		return err
+	}
+	if kind != "" {
+		r, err := buildOther(ctx, opts.Path, kind)
+		if err != nil {
+			return err
+		}
+		return printOther(opts.IO.Out, r, opts.JSON)
+	}
 	r, err := Build(opts.Path, opts.Tensors, opts.Strict)
 	if err != nil {
 		return err
