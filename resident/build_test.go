@@ -341,3 +341,57 @@ func TestFullMatchesLlamaCpp(t *testing.T) {
 		})
 	}
 }
+
+// TestSplitFloorImatrix: a split tier, a floor the fit respects, and an
+// importance matrix that changes the measured errors.
+func TestSplitFloorImatrix(t *testing.T) {
+	dir := t.TempDir()
+	src := kModel(t, dir, "llama")
+	s, _ := gguf.OpenSet(src)
+	im := &quantize.Imatrix{Path: "synthetic", Entries: map[string][]float32{}}
+	for i := range s.Tensors {
+		tn := &s.Tensors[i]
+		v := make([]float32, tn.Dim(0)*tn.Dim(2))
+		for k := range v {
+			v[k] = float32(1 + k%17*k%17) // uneven column weights
+		}
+		im.Entries[tn.Name] = v
+	}
+	s.Close()
+	out := filepath.Join(dir, "tiers")
+	ms, err := Build(context.Background(), src, out, Options{Tiers: []string{"q6_k"}, Fit: 600_000, FitLabel: "floor",
+		Floor: gguf.TypeQ4_K, Split: gguf.SplitOptions{MaxTensors: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if len(m.Files) < 2 {
+			t.Errorf("%s: %d files, want a split set", m.TierLabel, len(m.Files))
+		}
+		if _, err := ReadManifest(context.Background(), filepath.Join(out, m.TierLabel+ManifestSuffix)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := gguf.OpenSet(filepath.Join(out, m.Files[1].File)); err != nil {
+			t.Fatalf("%s: split tier does not open: %v", m.TierLabel, err)
+		}
+		if m.TierLabel == "floor" {
+			for _, tn := range m.Tensors {
+				typ, _ := gguf.ParseType(tn.Type)
+				if bpw(typ) < bpw(gguf.TypeQ4_K) {
+					t.Errorf("%s is %s, below the Q4_K floor", tn.Name, tn.Type)
+				}
+			}
+		}
+	}
+	plain, err := Build(context.Background(), src, filepath.Join(dir, "a"), Options{Tiers: []string{"q4_k_m"}, Floor: gguf.TypeCount})
+	if err != nil {
+		t.Fatal(err)
+	}
+	weighted, err := Build(context.Background(), src, filepath.Join(dir, "b"), Options{Tiers: []string{"q4_k_m"}, Floor: gguf.TypeCount, Imatrix: im})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if weighted[0].Imatrix != "synthetic" || weighted[0].Tensors[0].RelRMSError == plain[0].Tensors[0].RelRMSError || plain[0].Tensors[0].RelRMSError == 0 {
+		t.Errorf("the importance matrix did not weight the errors: %g vs %g", weighted[0].Tensors[0].RelRMSError, plain[0].Tensors[0].RelRMSError)
+	}
+}

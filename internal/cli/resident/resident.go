@@ -131,7 +131,7 @@ func Run(ctx context.Context, o *Options) error {
 		}
 		ro.Imatrix = m
 	}
-	p := o.IO.NewProgress(0, "measuring")
+	p := o.IO.NewProgress(-1, "resident-only") // the total is known only inside Build: a spinner
 	ro.Progress = p.Add
 	ms, err := resident.Build(ctx, o.Src, o.Out, ro)
 	p.Finish()
