@@ -25,9 +25,11 @@ import (
 	quantizecmd "github.com/gguftool/gguftool/internal/cli/quantize"
 	residentcmd "github.com/gguftool/gguftool/internal/cli/resident"
 	"github.com/gguftool/gguftool/internal/cli/synth"
+	tierscmd "github.com/gguftool/gguftool/internal/cli/tiers"
 	"github.com/gguftool/gguftool/internal/cli/verify"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/resident"
+	"github.com/gguftool/gguftool/tiers"
 )
 
 // Version is the tool's version; release builds set it with
@@ -42,6 +44,7 @@ func FormatVersions() []string {
 		fmt.Sprintf("expert container %d", container.FormatVersion),
 		fmt.Sprintf("pack %d (%s)", container.PackVersion, container.ManifestSchema),
 		fmt.Sprintf("resident manifest %d (%s, catalog %s)", resident.Version, resident.Schema, resident.CatalogSchema),
+		fmt.Sprintf("storage-tiers config %d (%s), journal %d (%s)", tiers.ConfigVersion, tiers.ConfigSchema, tiers.JournalVersion, tiers.JournalSchema),
 	}
 }
 
@@ -96,6 +99,10 @@ both.
 		packcmd.NewCmdUnpack(f, nil),
 		verify.NewCmd(f, nil),
 		residentcmd.NewCmd(f, Version, nil),
+		tierscmd.NewCmd(f),
+		tierscmd.NewCmdMigrate(f),
+		tierscmd.NewCmdEnsureHot(f),
+		tierscmd.NewCmdTwins(f),
 		bench.NewCmd(f),
 	)
 	return root
@@ -110,8 +117,12 @@ func ExitCode(err error) int {
 		return cmdutil.ExitOK
 	case errors.As(err, &ee):
 		return ee.Code
-	case errors.As(err, &fe), strings.HasPrefix(err.Error(), "unknown command"):
+	case errors.As(err, &fe), strings.HasPrefix(err.Error(), "unknown command"), errors.Is(err, tiers.ErrConfig):
 		return cmdutil.ExitUsage
+	case errors.Is(err, tiers.ErrNotTwin):
+		return cmdutil.ExitCorrupt
+	case errors.Is(err, tiers.ErrBusy):
+		return cmdutil.ExitBusy
 	case errors.Is(err, gguf.ErrFormat):
 		return cmdutil.ExitCorrupt
 	case errors.Is(err, os.ErrNotExist):

@@ -23,6 +23,7 @@ var Layers = map[string]int{
 	"internal/binfmt":     0,
 	"internal/iostreams":  0,
 	"internal/atomicfile": -1, // stdlib-only helpers below everything
+	"internal/units":      -1,
 	"internal/llamacpp":   -1,
 	"internal/deptest":    0,
 	"synth":               1,

@@ -1,0 +1,267 @@
+package tiers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// copyFiles copies every file of the journal to its temporary name,
+// resuming each at its last durable checkpoint, and returns the bytes
+// written.
+func (m *Manager) copyFiles(ctx context.Context, j *Journal) (int64, error) {
+	total := journalSize(j)
+	add, done := m.progress("copy", j.Artifact, total)
+	defer done()
+	add(journalCopied(j))
+	var written int64
+	th := newThrottle(m.BWLimit, m.now)
+	for i := range j.Files {
+		f := &j.Files[i]
+		dst := j.tmpFile(f.Rel)
+		if f.Copied == f.Size {
+			if st, err := m.FS.Lstat(dst); err == nil && st.Size() == f.Size {
+				continue
+			}
+			f.Copied = 0
+		}
+		n, err := m.copyFile(ctx, j, f, th, add)
+		written += n
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+// copyFile copies one file from f.Copied on, fsyncing and recording a
+// checkpoint every checkpointBytes and at the end.
+func (m *Manager) copyFile(ctx context.Context, j *Journal, f *JournalFile, th *throttle, add func(int64)) (int64, error) {
+	src := filepath.Join(j.Source.Root, filepath.FromSlash(f.Rel))
+	dst := j.tmpFile(f.Rel)
+	in, err := m.FS.Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	if st, err := in.Stat(); err != nil {
+		return 0, err
+	} else if st.Size() != f.Size {
+		return 0, fmt.Errorf("tiers: %s is %d bytes, %d when the operation began: the source changed", src, st.Size(), f.Size)
+	}
+	if err := mkdirDurable(m.FS, filepath.Dir(dst)); err != nil {
+		return 0, err
+	}
+	out, err := m.FS.OpenFile(dst, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer out.Close()
+	if err := m.FS.SyncDir(filepath.Dir(dst)); err != nil {
+		return 0, err
+	}
+	st, err := out.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if st.Size() < f.Copied { // the checkpoint promised more than survived: start over
+		f.Copied = 0
+	}
+	// Bytes past the checkpoint were never promised durable: drop them.
+	if err := out.Truncate(f.Copied); err != nil {
+		return 0, err
+	}
+
+	chunk := m.copyChunk
+	if chunk <= 0 {
+		chunk = defaultCopyChunk
+	}
+	chunks, stop := readAhead(ctx, in, src, f.Copied, f.Size, int(min(int64(chunk), max(f.Size-f.Copied, 1))))
+	defer stop()
+	off, mark := f.Copied, f.Copied
+	var written int64
+	for c := range chunks {
+		if c.err != nil {
+			return written, c.err
+		}
+		if _, err := out.WriteAt(c.b, off); err != nil {
+			return written, fmt.Errorf("writing %s at offset %d: %w", dst, off, err)
+		}
+		off += int64(len(c.b))
+		written += int64(len(c.b))
+		add(int64(len(c.b)))
+		c.release()
+		if off-mark >= m.checkpoint() || off == f.Size {
+			if err := out.Sync(); err != nil {
+				return written, fmt.Errorf("fsync %s: %w", dst, err)
+			}
+			f.Copied, mark = off, off
+			j.Step = StepCopying
+			if err := j.write(m.FS, m.now()); err != nil {
+				return written, err
+			}
+			m.hook("copy:checkpoint")
+		}
+		if err := th.wait(ctx, int64(len(c.b))); err != nil {
+			return written, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return written, err
+	}
+	if off != f.Size {
+		return written, fmt.Errorf("tiers: %s ended at %d bytes, want %d: the source changed", src, off, f.Size)
+	}
+	return written, out.Close()
+}
+
+type readChunk struct {
+	b       []byte
+	err     error
+	release func()
+}
+
+// readAhead reads [off, end) of in on its own goroutine, two buffers in
+// flight, so reading the source overlaps writing the destination.
+func readAhead(ctx context.Context, in File, name string, off, end int64, chunk int) (<-chan readChunk, func()) {
+	out := make(chan readChunk)
+	free := make(chan []byte, 2)
+	free <- make([]byte, chunk)
+	free <- make([]byte, chunk)
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(out)
+		for off < end {
+			var b []byte
+			select {
+			case b = <-free:
+			case <-quit:
+				return
+			}
+			if err := ctx.Err(); err != nil {
+				select {
+				case out <- readChunk{err: err}:
+				case <-quit:
+				}
+				return
+			}
+			n := int(min(int64(len(b)), end-off))
+			got, err := in.ReadAt(b[:n], off)
+			if err == io.EOF && got == n {
+				err = nil
+			}
+			if err == nil && got < n {
+				err = io.ErrUnexpectedEOF
+			}
+			c := readChunk{b: b[:got], release: func() { free <- b }}
+			if err != nil {
+				c = readChunk{err: fmt.Errorf("reading %s at offset %d: %w", name, off, err)}
+			}
+			select {
+			case out <- c:
+			case <-quit:
+				return
+			}
+			if err != nil {
+				return
+			}
+			off += int64(got)
+		}
+	}()
+	return out, func() { close(quit); wg.Wait() }
+}
+
+// throttle paces a copy to a byte rate.
+type throttle struct {
+	rate  int64
+	now   func() time.Time
+	start time.Time
+	bytes int64
+}
+
+func newThrottle(rate int64, now func() time.Time) *throttle {
+	return &throttle{rate: rate, now: now, start: now()}
+}
+
+// wait sleeps until n more bytes keep the average at or under the rate.
+func (t *throttle) wait(ctx context.Context, n int64) error {
+	if t.rate <= 0 {
+		return nil
+	}
+	t.bytes += n
+	due := t.start.Add(time.Duration(float64(t.bytes) / float64(t.rate) * float64(time.Second)))
+	d := due.Sub(t.now())
+	if d <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// verifyCopy re-reads the source and the temporary copy, both at once,
+// and compares them file by file. A file that differs is copied again
+// once; a second difference rolls the operation back.
+func (m *Manager) verifyCopy(ctx context.Context, j *Journal, res *Result) error {
+	add, done := m.progress("verify", j.Artifact, 2*journalSize(j))
+	defer done()
+	for i := range j.Files {
+		f := &j.Files[i]
+		for attempt := 0; ; attempt++ {
+			d, err := m.compareFile(ctx, j, f, add)
+			if err == nil {
+				f.XXH3 = d
+				break
+			}
+			if !errors.Is(err, ErrNotTwin) {
+				return err
+			}
+			if attempt == 1 {
+				m.notef("%v; rolling the copy back", err)
+				return errors.Join(err, m.removeTemporaries(j), j.remove(m.FS))
+			}
+			m.notef("%v; copying it again", err)
+			f.Copied = 0
+			n, err := m.copyFile(ctx, j, f, newThrottle(m.BWLimit, m.now), func(int64) {})
+			res.CopiedBytes += n
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// compareFile hashes one file of the source and of the temporary copy in
+// parallel.
+func (m *Manager) compareFile(ctx context.Context, j *Journal, f *JournalFile, add func(int64)) (Digest, error) {
+	src := filepath.Join(j.Source.Root, filepath.FromSlash(f.Rel))
+	dst := j.tmpFile(f.Rel)
+	var sd, dd Digest
+	var serr, derr error
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); sd, serr = stableHash(ctx, m.FS, m.Hasher, src, add) }()
+	go func() { defer wg.Done(); dd, derr = stableHash(ctx, m.FS, m.Hasher, dst, add) }()
+	wg.Wait()
+	if err := errors.Join(serr, derr); err != nil {
+		return "", err
+	}
+	if sd != dd {
+		return "", &TwinError{Path: dst, Reason: fmt.Sprintf("the copy's content differs from %s (XXH3-128 %s, source %s)", src, dd, sd)}
+	}
+	return sd, nil
+}

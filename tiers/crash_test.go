@@ -1,0 +1,248 @@
+package tiers
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"testing"
+)
+
+// crashScenario is one operation run against a fresh world, crashed at
+// every file-system step in turn.
+type crashScenario struct {
+	name  string
+	tiers []string            // name:role:budget
+	place map[string][]string // tier → artifacts placed there at the start
+	run   func(ctx context.Context, m *Manager) error
+	final map[string][]string // artifact → tiers holding it once the operation completed
+}
+
+// crashScenarios cover every operation that writes: migrate (copying, and
+// onto an existing twin), ensure-hot (evicting first) and evict.
+func crashScenarios() []crashScenario {
+	all := []string{"packs/moe", "models/big", "small.gguf"}
+	tier := func(c *Config, name string) *Tier { t, _ := c.Tier(name); return t }
+	return []crashScenario{
+		{
+			name:  "migrate pack",
+			tiers: []string{"hot:hot:1GB", "cold:cold:1GB"},
+			place: map[string][]string{"hot": all},
+			run: func(ctx context.Context, m *Manager) error {
+				_, err := m.Migrate(ctx, "packs/moe", "", tier(m.Config, "cold"), false)
+				return err
+			},
+			final: map[string][]string{"packs/moe": {"cold"}, "models/big": {"hot"}, "small.gguf": {"hot"}},
+		},
+		{
+			name:  "migrate split set",
+			tiers: []string{"hot:hot:1GB", "cold:cold:1GB"},
+			place: map[string][]string{"hot": all},
+			run: func(ctx context.Context, m *Manager) error {
+				_, err := m.Migrate(ctx, "models/big", "", tier(m.Config, "cold"), false)
+				return err
+			},
+			final: map[string][]string{"packs/moe": {"hot"}, "models/big": {"cold"}, "small.gguf": {"hot"}},
+		},
+		{
+			name:  "migrate onto a twin",
+			tiers: []string{"hot:hot:1GB", "cold:cold:1GB"},
+			place: map[string][]string{"hot": all, "cold": {"small.gguf"}},
+			run: func(ctx context.Context, m *Manager) error {
+				_, err := m.Migrate(ctx, "small.gguf", "", tier(m.Config, "cold"), false)
+				return err
+			},
+			final: map[string][]string{"packs/moe": {"hot"}, "models/big": {"hot"}, "small.gguf": {"cold"}},
+		},
+		{
+			// The hot budget fits the pack and the split set but not the
+			// small file as well: small.gguf, which has a cold twin, goes.
+			name:  "ensure-hot evicting",
+			tiers: []string{"hot:hot:30117", "cold:cold:1GB"},
+			place: map[string][]string{"hot": {"packs/moe", "small.gguf"}, "cold": {"models/big", "small.gguf"}},
+			run: func(ctx context.Context, m *Manager) error {
+				_, _, err := m.EnsureHot(ctx, "models/big", tier(m.Config, "hot"), false)
+				return err
+			},
+			final: map[string][]string{"packs/moe": {"hot"}, "models/big": {"cold", "hot"}, "small.gguf": {"cold"}},
+		},
+		{
+			// Everything must go: two artifacts onto twins, one by a full
+			// copy to the warm tier.
+			name:  "evict",
+			tiers: []string{"hot:hot:1GB", "warm:warm:1GB", "cold:cold:1GB"},
+			place: map[string][]string{"hot": all, "cold": {"packs/moe", "models/big"}},
+			run: func(ctx context.Context, m *Manager) error {
+				_, err := m.Evict(ctx, tier(m.Config, "hot"), 1e9, "warm", "", false)
+				return err
+			},
+			final: map[string][]string{"packs/moe": {"cold"}, "models/big": {"cold"}, "small.gguf": {"warm"}},
+		},
+	}
+}
+
+// holdings maps each artifact to the sorted tiers holding a complete,
+// correct copy, failing the test on an incomplete or wrong one.
+func holdings(t *testing.T, fsys FS, cfg *Config, digests map[string]map[string]Digest) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for name, want := range digests {
+		var where []string
+		for tier, ok := range copies(t, fsys, cfg, name, want) {
+			if ok {
+				where = append(where, tier)
+			}
+		}
+		slices.Sort(where)
+		out[name] = where
+	}
+	return out
+}
+
+func initialHoldings(s crashScenario) map[string][]string {
+	out := map[string][]string{}
+	for tier, names := range s.place {
+		for _, n := range names {
+			out[n] = append(out[n], tier)
+		}
+	}
+	for _, v := range out {
+		slices.Sort(v)
+	}
+	return out
+}
+
+func newWorld(t *testing.T, s crashScenario, files map[string][]byte) (*MemFS, *Config) {
+	mem := NewMemFS()
+	cfg := testConfig(t, "", s.tiers...)
+	for _, tr := range cfg.Tiers {
+		if err := mem.MkdirAll(tr.Root, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if len(s.place[tr.Name]) > 0 {
+			put(t, mem, tr.Root, files, s.place[tr.Name]...)
+		}
+	}
+	mem.SyncAll()
+	return mem, cfg
+}
+
+// TestCrashAtEveryStep kills each operation at every file-system step
+// (each write, fsync, rename, removal and directory fsync), then forgets
+// every write that was not made durable, as a power cut would, and
+// recovers. Afterwards every artifact must still have a complete copy
+// whose content matches its digests, no temporary file or journal record
+// may remain, and each artifact must be where it was or where the
+// operation puts it. Running the operation again must then complete it.
+func TestCrashAtEveryStep(t *testing.T) {
+	files := fixtureFiles(1)
+	digests := originalDigests(files)
+	modes := []struct {
+		name string
+		mode RecoverMode
+	}{{"finish", RecoverFinish}, {"rollback", RecoverRollback}, {"auto", RecoverAuto}}
+	total := 0
+	for _, s := range crashScenarios() {
+		for _, rm := range modes {
+			t.Run(s.name+"/"+rm.name, func(t *testing.T) {
+				initial := initialHoldings(s)
+				final := maps.Clone(initial)
+				maps.Copy(final, s.final)
+				points := 0
+				for k := 1; ; k++ {
+					mem, cfg := newWorld(t, s, files)
+					ffs := &faultFS{FS: mem, crashAt: k}
+					runErr := s.run(context.Background(), memManager(cfg, ffs, &MemLocker{}))
+					if !ffs.crashed {
+						if runErr != nil {
+							t.Fatalf("without a crash: %v", runErr)
+						}
+						if got := holdings(t, mem, cfg, digests); !maps.EqualFunc(got, final, slices.Equal) {
+							t.Fatalf("without a crash: holdings %v, want %v", got, final)
+						}
+						break
+					}
+					points++
+					mem.Crash()
+					m := memManager(cfg, mem, &MemLocker{})
+					recs, err := m.Recover(context.Background(), rm.mode)
+					if err != nil {
+						t.Fatalf("crash at step %d: recover: %v", k, err)
+					}
+					got := holdings(t, mem, cfg, digests)
+					for name, where := range got {
+						if len(where) == 0 {
+							t.Fatalf("crash at step %d: no complete copy of %s left", k, name)
+						}
+						if !slices.Equal(where, initial[name]) && !slices.Equal(where, final[name]) {
+							t.Fatalf("crash at step %d: %s is on %v, neither where it was (%v) nor where it goes (%v)", k, name, where, initial[name], final[name])
+						}
+					}
+					left := leftovers(mem, cfg)
+					if rm.mode != RecoverAuto && len(left) > 0 {
+						t.Fatalf("crash at step %d: left after recovery: %v (records %+v)", k, left, recs)
+					}
+					// Running the operation again finishes the job (resuming an
+					// interrupted copy under RecoverAuto).
+					if err := s.run(context.Background(), m); err != nil {
+						t.Fatalf("crash at step %d: running again: %v", k, err)
+					}
+					if got := holdings(t, mem, cfg, digests); !maps.EqualFunc(got, final, slices.Equal) {
+						t.Fatalf("crash at step %d: after running again, holdings %v, want %v", k, got, final)
+					}
+					if left := leftovers(mem, cfg); len(left) > 0 {
+						t.Fatalf("crash at step %d: left after running again: %v", k, left)
+					}
+				}
+				if points < 20 {
+					t.Fatalf("only %d crash points: the scenario is too small to test anything", points)
+				}
+				t.Logf("%d crash points", points)
+				total += points
+			})
+		}
+	}
+	t.Logf("%d crash points in all", total)
+}
+
+// TestCrashResumesCopy shows an interrupted copy continuing from its last
+// checkpoint instead of starting over.
+func TestCrashResumesCopy(t *testing.T) {
+	files := fixtureFiles(2)
+	s := crashScenarios()[0]
+	mem, cfg := newWorld(t, s, files)
+	cold, _ := cfg.Tier("cold")
+	// Crash at the fourth checkpoint.
+	ffs := &faultFS{FS: mem}
+	m := memManager(cfg, ffs, &MemLocker{})
+	checkpoints := 0
+	m.Hook = func(p string) {
+		if p == "copy:checkpoint" {
+			if checkpoints++; checkpoints == 4 {
+				ffs.crashAt = ffs.n + 1
+			}
+		}
+	}
+	if _, err := m.Migrate(context.Background(), "packs/moe", "", cold, false); !errors.Is(err, errCrashed) {
+		t.Fatalf("migrate: %v, want the injected crash", err)
+	}
+	mem.Crash()
+	m = memManager(cfg, mem, &MemLocker{})
+	recs, err := m.Recover(context.Background(), RecoverAuto)
+	if err != nil || len(recs) != 1 || recs[0].Outcome != "pending" || recs[0].Step != StepCopying {
+		t.Fatalf("recover: %+v, %v; want one pending copy", recs, err)
+	}
+	res, err := m.Migrate(context.Background(), "packs/moe", "", cold, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := int64(0)
+	for rel, b := range files {
+		if artifactOf(rel) == "packs/moe" {
+			size += int64(len(b))
+		}
+	}
+	if !res.Resumed || res.CopiedBytes >= size || res.CopiedBytes == 0 || res.Action != ActionMoved {
+		t.Fatalf("resumed migrate: %+v; want a resumed move that copied less than the %d bytes", res, size)
+	}
+}

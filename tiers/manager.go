@@ -1,0 +1,822 @@
+package tiers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gguftool/gguftool/internal/ioengine"
+)
+
+// ErrNoSpace means a destination lacks the room (disk or budget) for a
+// copy (exit code 1, with the numbers).
+var ErrNoSpace = errors.New("tiers: not enough space")
+
+// ProgressFunc starts a progress report for one phase ("copy", "verify",
+// "scrub") of an artifact of total bytes and returns the function that
+// adds bytes done; the CLI draws a bar.
+type ProgressFunc func(phase, artifact string, total int64) (add func(int64), done func())
+
+// Manager runs the storage-tier operations: migrate, ensure-hot, evict,
+// scrub and recover. Every operation that writes is journaled in the
+// destination tier (journal.go) and takes exclusive locks on the artifact
+// in both tiers.
+type Manager struct {
+	Config *Config
+	FS     FS
+	Locker Locker
+	Hasher Hasher
+	// Space reports the bytes available to the user on the file system
+	// holding root.
+	Space func(root string) (int64, error)
+	Now   func() time.Time
+	// Progress, if set, reports long phases.
+	Progress ProgressFunc
+	// Notef, if set, gets remarks meant for a person (skipped artifacts,
+	// pending operations).
+	Notef func(format string, args ...any)
+	// BWLimit caps a copy's rate in bytes per second (0: no cap), so a
+	// migration does not starve a running server's reads.
+	BWLimit int64
+	// AllowCachedDigests lets a drop trust digests recorded earlier for
+	// files whose (dev, inode, size, mtime, ctime) have not changed,
+	// instead of re-reading the copy it keeps.
+	AllowCachedDigests bool
+	// Hook is called after every durable step of an operation with the
+	// step's name; crash tests kill the process or the file system there.
+	Hook func(point string)
+
+	copyChunk       int   // bytes per read/write of a copy
+	checkpointBytes int64 // bytes between durable checkpoints of a copy
+	engine          *ioengine.Engine
+}
+
+// Default copy geometry: big enough for full-speed sequential I/O, with a
+// checkpoint (fsync + journal) every GiB so a resumed copy loses little.
+const (
+	defaultCopyChunk  = 8 << 20
+	defaultCheckpoint = 1 << 30
+)
+
+// NewManager returns a Manager on the real file system, reading with the
+// I/O engine (io_uring, O_DIRECT). Close releases the engine.
+func NewManager(c *Config) (*Manager, error) {
+	eng, err := ioengine.New(ioengine.Options{Backend: ioengine.Auto, QueueDepth: 16, Direct: true})
+	if err != nil {
+		return nil, err
+	}
+	return &Manager{
+		Config: c, FS: OSFS{}, Locker: FlockLocker{}, Hasher: &EngineHasher{Engine: eng},
+		Space: diskFree, Now: time.Now, engine: eng,
+	}, nil
+}
+
+// Close releases the I/O engine.
+func (m *Manager) Close() error {
+	if m.engine != nil {
+		return m.engine.Close()
+	}
+	return nil
+}
+
+// diskFree is statfs's bytes available to unprivileged users.
+func diskFree(root string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(root, &st); err != nil {
+		return 0, &os.PathError{Op: "statfs", Path: root, Err: err}
+	}
+	return int64(st.Bavail) * st.Bsize, nil
+}
+
+func (m *Manager) now() time.Time {
+	if m.Now != nil {
+		return m.Now()
+	}
+	return time.Now()
+}
+
+func (m *Manager) notef(format string, args ...any) {
+	if m.Notef != nil {
+		m.Notef(format, args...)
+	}
+}
+
+func (m *Manager) hook(point string) {
+	if m.Hook != nil {
+		m.Hook(point)
+	}
+}
+
+func (m *Manager) progress(phase, artifact string, total int64) (func(int64), func()) {
+	if m.Progress == nil {
+		return func(int64) {}, func() {}
+	}
+	return m.Progress(phase, artifact, total)
+}
+
+// Location is a copy of an artifact in a tier.
+type Location struct {
+	Tier     *Tier
+	Artifact *Artifact
+}
+
+// online reports whether a tier's root is there (a cold disk may be
+// unplugged).
+func (m *Manager) online(t *Tier) bool {
+	st, err := m.FS.Stat(t.Root)
+	return err == nil && st.IsDir()
+}
+
+// Locate lists the copies of the artifact called name, in configuration
+// order. Offline tiers are skipped.
+func (m *Manager) Locate(name string) ([]Location, error) {
+	var out []Location
+	for _, t := range m.Config.Tiers {
+		if !m.online(t) {
+			continue
+		}
+		a, err := Find(m.FS, t.Root, name)
+		if errors.Is(err, ErrNoArtifact) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Location{Tier: t, Artifact: a})
+	}
+	return out, nil
+}
+
+// Resolve turns what a user typed (a path to a pack directory, a GGUF
+// file or any shard of a split set inside a tier, or an artifact name)
+// into an artifact name that exists in some tier.
+func (m *Manager) Resolve(ref string) (string, error) {
+	if _, err := m.FS.Lstat(ref); err == nil {
+		if t, ok := m.Config.TierOf(ref); ok {
+			return ArtifactName(t.Root, ref)
+		}
+		return "", fmt.Errorf("tiers: %s is not inside any tier of %s: %w", ref, m.Config.Path, ErrNoArtifact)
+	}
+	name := path.Clean(filepath.ToSlash(ref))
+	if checkRel(name) != nil {
+		return "", fmt.Errorf("tiers: %q is neither an existing path nor an artifact name: %w", ref, ErrNoArtifact)
+	}
+	locs, err := m.Locate(name)
+	if err != nil {
+		return "", err
+	}
+	if len(locs) == 0 {
+		return "", fmt.Errorf("tiers: no artifact %q in any tier of %s: %w", name, m.Config.Path, ErrNoArtifact)
+	}
+	return name, nil
+}
+
+// Result is what an operation did, or with DryRun what it would do.
+type Result struct {
+	Artifact     string            `json:"artifact"`
+	Kind         string            `json:"kind,omitempty"`
+	Size         int64             `json:"size"`
+	From         string            `json:"from,omitempty"`
+	To           string            `json:"to,omitempty"`
+	Action       string            `json:"action"`
+	Resumed      bool              `json:"resumed,omitempty"`
+	CopiedBytes  int64             `json:"copied_bytes"`
+	Verification Level             `json:"verification,omitempty"`
+	Digests      map[string]Digest `json:"digests,omitempty"`
+	DryRun       bool              `json:"dry_run,omitempty"`
+	Plan         []string          `json:"plan,omitempty"`
+	Seconds      float64           `json:"seconds"`
+}
+
+// Actions.
+const (
+	ActionMoved        = "moved"         // copied, verified, published, source dropped
+	ActionDropped      = "dropped"       // a twin verified at the destination; the source dropped
+	ActionCopied       = "copied"        // copied, verified, published; source kept
+	ActionAlreadyThere = "already-there" // nothing to do
+)
+
+// lockBoth takes the artifact's exclusive lock in both tiers.
+func (m *Manager) lockBoth(name string, a, b *Tier) (func(), error) {
+	ua, err := m.Locker.Lock(m.FS, a.Root, name, true)
+	if err != nil {
+		return nil, relabel(err, a)
+	}
+	ub, err := m.Locker.Lock(m.FS, b.Root, name, true)
+	if err != nil {
+		ua()
+		return nil, relabel(err, b)
+	}
+	return func() { ub(); ua() }, nil
+}
+
+func relabel(err error, t *Tier) error {
+	var be *BusyError
+	if errors.As(err, &be) {
+		be.Tier = t.Name
+	}
+	return err
+}
+
+// pendingFor returns an unfinished operation on the artifact, if any.
+func (m *Manager) pendingFor(name string) (*Journal, error) {
+	for _, t := range m.Config.Tiers {
+		if !m.online(t) {
+			continue
+		}
+		js, err := readJournals(m.FS, t.Root)
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range js {
+			if j.Artifact == name {
+				if err := m.bind(j, t); err != nil {
+					return nil, err
+				}
+				return j, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+// bind points a journal read from tier t at the configured roots: a disk
+// may be mounted elsewhere than when the record was written.
+func (m *Manager) bind(j *Journal, dest *Tier) error {
+	j.Dest.Root = dest.Root
+	src, ok := m.Config.Tier(j.Source.Tier)
+	if !ok {
+		return &StateError{File: journalPath(dest.Root, j.ID), Msg: fmt.Sprintf("source tier %q is not in the configuration", j.Source.Tier)}
+	}
+	j.Source.Root = src.Root
+	if !m.online(src) {
+		return fmt.Errorf("tiers: journal %s: source tier %s (%s) is offline", journalPath(dest.Root, j.ID), src.Name, src.Root)
+	}
+	return nil
+}
+
+// Migrate moves the artifact called name to tier to: if a copy there
+// verifies as a twin the source is dropped, else the artifact is copied,
+// verified by re-reading, published and then dropped. from picks the
+// source when the artifact is in several other tiers. An interrupted
+// migration of the same artifact to the same tier resumes.
+func (m *Manager) Migrate(ctx context.Context, name, from string, to *Tier, dryRun bool) (*Result, error) {
+	return m.transfer(ctx, OpMove, name, from, to, dryRun)
+}
+
+func (m *Manager) transfer(ctx context.Context, op Op, name, from string, to *Tier, dryRun bool) (*Result, error) {
+	start := m.now()
+	res := &Result{Artifact: name, To: to.Name, DryRun: dryRun}
+	if !m.online(to) {
+		return nil, fmt.Errorf("tiers: tier %s (%s) is offline", to.Name, to.Root)
+	}
+	if j, err := m.pendingFor(name); err != nil {
+		return nil, err
+	} else if j != nil {
+		if j.Dest.Tier != to.Name || j.Op != op || (from != "" && j.Source.Tier != from) {
+			return nil, &BusyError{Artifact: name, Tier: j.Dest.Tier, Reason: fmt.Sprintf("an interrupted %s from %s to %s is pending (journal %s): finish it with `gguftool tiers recover` or undo it with `gguftool tiers recover --rollback`", j.Op, j.Source.Tier, j.Dest.Tier, j.ID)}
+		}
+		src, _ := m.Config.Tier(j.Source.Tier)
+		res.From, res.Kind, res.Resumed = src.Name, j.Kind, true
+		res.Size = journalSize(j)
+		if dryRun {
+			res.Plan = []string{fmt.Sprintf("resume the interrupted %s (journal %s, at step %s, %d of %d bytes copied)", j.Op, j.ID, j.Step, journalCopied(j), res.Size)}
+			return res, nil
+		}
+		unlock, err := m.lockBoth(name, src, to)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+		err = m.run(ctx, j, res)
+		res.Seconds = m.now().Sub(start).Seconds()
+		return res, err
+	}
+
+	locs, err := m.Locate(name)
+	if err != nil {
+		return nil, err
+	}
+	var srcLoc, dstLoc *Location
+	var others []string
+	for i := range locs {
+		l := &locs[i]
+		switch {
+		case l.Tier == to:
+			dstLoc = l
+		case from == "" || l.Tier.Name == from:
+			if srcLoc != nil {
+				others = append(others, l.Tier.Name)
+				continue
+			}
+			srcLoc = l
+		}
+	}
+	if srcLoc == nil {
+		if dstLoc != nil && from == "" {
+			res.Action, res.Kind, res.Size = ActionAlreadyThere, dstLoc.Artifact.Kind, dstLoc.Artifact.Size
+			res.Plan = []string{fmt.Sprintf("%s is already on %s and nowhere else: nothing to do", name, to.Name)}
+			return res, nil
+		}
+		where := "any tier other than " + to.Name
+		if from != "" {
+			where = "tier " + from
+		}
+		return nil, fmt.Errorf("tiers: no artifact %q in %s: %w", name, where, ErrNoArtifact)
+	}
+	if len(others) > 0 {
+		return nil, fmt.Errorf("tiers: %s is on %s and %s: say which to take with --from", name, srcLoc.Tier.Name, others)
+	}
+	a := srcLoc.Artifact
+	res.From, res.Kind, res.Size = srcLoc.Tier.Name, a.Kind, a.Size
+	if dstLoc != nil && op == OpCopy {
+		res.Action = ActionAlreadyThere
+		res.Plan = []string{fmt.Sprintf("%s is already on %s", name, to.Name)}
+		return res, nil
+	}
+	if dstLoc != nil {
+		if err := CheckStructure(m.FS, srcLoc.Tier.Root, a, to.Root, dstLoc.Artifact); err != nil {
+			return nil, fmt.Errorf("%w; the copy on %s is not a twin: remove it or migrate elsewhere", err, to.Name)
+		}
+	} else if err := m.checkRoom(to, a); err != nil {
+		return nil, err
+	}
+	if dryRun {
+		res.Plan = m.plan(op, srcLoc, to, dstLoc != nil)
+		return res, nil
+	}
+	unlock, err := m.lockBoth(name, srcLoc.Tier, to)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	j := &Journal{
+		Schema: JournalSchema, Version: JournalVersion, ID: newJournalID(m.now()), Op: op,
+		Artifact: name, Kind: a.Kind, Step: StepBegin, Twin: dstLoc != nil,
+		Source: Place{Tier: srcLoc.Tier.Name, Root: srcLoc.Tier.Root}, Dest: Place{Tier: to.Name, Root: to.Root},
+		Started: m.now().Unix(),
+	}
+	for _, f := range a.Files {
+		j.Files = append(j.Files, JournalFile{Rel: f.Rel, Size: f.Size})
+	}
+	if err := checkUnits(j); err != nil {
+		return nil, err
+	}
+	if !j.Twin {
+		if err := m.checkFree(j); err != nil {
+			return nil, err
+		}
+	}
+	if err := j.write(m.FS, m.now()); err != nil {
+		return nil, err
+	}
+	m.hook("journal:begin")
+	err = m.run(ctx, j, res)
+	res.Seconds = m.now().Sub(start).Seconds()
+	return res, err
+}
+
+func (m *Manager) plan(op Op, src *Location, to *Tier, twin bool) []string {
+	a := src.Artifact
+	var p []string
+	if twin {
+		how := "re-reading both copies"
+		if m.AllowCachedDigests {
+			how = "recorded digests where the files are unchanged, else re-reading"
+		}
+		p = append(p, fmt.Sprintf("%s already holds a copy with the same %d files and sizes: verify its content (%s, %d bytes each side)", to.Name, len(a.Files), how, a.Size))
+	} else {
+		p = append(p,
+			fmt.Sprintf("copy %d files, %d bytes, from %s to temporary names on %s (fsync, checkpoints every %d bytes)", len(a.Files), a.Size, src.Tier.Name, to.Name, m.checkpoint()),
+			"verify by re-reading both copies (XXH3-128)",
+			"rename into place and fsync the directories")
+	}
+	if op == OpMove {
+		p = append(p, fmt.Sprintf("remove the %d files from %s", len(a.Files), src.Tier.Name))
+	} else {
+		p = append(p, fmt.Sprintf("keep the copy on %s", src.Tier.Name))
+	}
+	return p
+}
+
+func (m *Manager) checkpoint() int64 {
+	if m.checkpointBytes > 0 {
+		return m.checkpointBytes
+	}
+	return defaultCheckpoint
+}
+
+func journalSize(j *Journal) (n int64) {
+	for _, f := range j.Files {
+		n += f.Size
+	}
+	return n
+}
+
+func journalCopied(j *Journal) (n int64) {
+	for _, f := range j.Files {
+		n += f.Copied
+	}
+	return n
+}
+
+// Room is a tier's space: what its budget and its disk leave.
+type Room struct {
+	Used      int64 `json:"used"`      // bytes of artifacts in the tier
+	Budget    int64 `json:"budget"`    // 0: none
+	DiskFree  int64 `json:"disk_free"` // the file system's available bytes
+	Available int64 `json:"available"` // what may still be written: min(budget-used, disk free)
+}
+
+// Room measures a tier.
+func (m *Manager) Room(t *Tier) (Room, error) {
+	all, err := Scan(m.FS, t.Root)
+	if err != nil {
+		return Room{}, err
+	}
+	r := Room{Budget: t.Budget}
+	for _, a := range all {
+		r.Used += a.Size
+	}
+	if r.DiskFree, err = m.space(t.Root); err != nil {
+		return r, err
+	}
+	r.Available = r.DiskFree
+	if t.Budget > 0 {
+		r.Available = min(r.Available, max(t.Budget-r.Used, 0))
+	}
+	return r, nil
+}
+
+func (m *Manager) space(root string) (int64, error) {
+	if m.Space == nil {
+		return 1 << 62, nil
+	}
+	return m.Space(root)
+}
+
+// checkRoom refuses a copy that would exceed the tier's budget.
+func (m *Manager) checkRoom(t *Tier, a *Artifact) error {
+	r, err := m.Room(t)
+	if err != nil {
+		return err
+	}
+	if t.Budget > 0 && r.Used+a.Size > t.Budget {
+		return fmt.Errorf("%w: %s (%d bytes) does not fit tier %s: %d of its %d-byte budget used, %d left (make room with `gguftool tiers evict`)", ErrNoSpace, a.Name, a.Size, t.Name, r.Used, t.Budget, t.Budget-r.Used)
+	}
+	return nil
+}
+
+// checkFree refuses a copy the destination disk cannot hold.
+func (m *Manager) checkFree(j *Journal) error {
+	need := journalSize(j) - journalCopied(j)
+	free, err := m.space(j.Dest.Root)
+	if err != nil {
+		return err
+	}
+	if need > free {
+		return fmt.Errorf("%w: copying %s needs %d more bytes on %s (%s), the disk has %d free", ErrNoSpace, j.Artifact, need, j.Dest.Tier, j.Dest.Root, free)
+	}
+	return nil
+}
+
+// unit is one publication: a temporary name renamed to its final name in
+// the same directory, so one rename and one directory fsync publish it
+// atomically. A pack is one unit (its directory); a GGUF file or each
+// shard of a split set is one unit.
+type unit struct {
+	tmp, final string
+	dir        bool
+}
+
+func (j *Journal) units() []unit {
+	if j.Kind == "pack" {
+		return []unit{{tmp: j.tmpName(j.Artifact), final: filepath.Join(j.Dest.Root, filepath.FromSlash(j.Artifact)), dir: true}}
+	}
+	us := make([]unit, len(j.Files))
+	for i, f := range j.Files {
+		us[i] = unit{tmp: j.tmpName(f.Rel), final: filepath.Join(j.Dest.Root, filepath.FromSlash(f.Rel))}
+	}
+	return us
+}
+
+// tmpName is the temporary sibling of rel in the destination.
+func (j *Journal) tmpName(rel string) string {
+	dir, base := path.Split(rel)
+	return filepath.Join(j.Dest.Root, filepath.FromSlash(dir), tmpPrefix+j.ID+"-"+base)
+}
+
+// tmpFile is where a file of the artifact is written before publication.
+func (j *Journal) tmpFile(rel string) string {
+	if j.Kind == "pack" {
+		return filepath.Join(j.tmpName(j.Artifact), filepath.FromSlash(rel[len(j.Artifact)+1:]))
+	}
+	return j.tmpName(rel)
+}
+
+// checkUnits refuses a journal whose files do not belong to its artifact,
+// so no record, however damaged, can make recovery touch other files.
+func checkUnits(j *Journal) error {
+	bad := func(format string, args ...any) error {
+		return &StateError{File: journalPath(j.Dest.Root, j.ID), Msg: fmt.Sprintf(format, args...)}
+	}
+	for _, f := range j.Files {
+		switch j.Kind {
+		case "pack":
+			if len(f.Rel) <= len(j.Artifact)+1 || f.Rel[:len(j.Artifact)+1] != j.Artifact+"/" {
+				return bad("%s is not inside pack %s", f.Rel, j.Artifact)
+			}
+		case "gguf":
+			if f.Rel != j.Artifact || len(j.Files) != 1 {
+				return bad("a gguf artifact is exactly its one file")
+			}
+		case "gguf-split":
+			m := shardName.FindStringSubmatch(path.Base(f.Rel))
+			if m == nil || path.Join(path.Dir(f.Rel), m[1]) != j.Artifact {
+				return bad("%s is not a shard of %s", f.Rel, j.Artifact)
+			}
+		}
+	}
+	return nil
+}
+
+// run drives an operation from its recorded step to the end.
+func (m *Manager) run(ctx context.Context, j *Journal, res *Result) error {
+	if err := checkUnits(j); err != nil {
+		return err
+	}
+	if j.Step.order() < StepVerified.order() {
+		if j.Twin {
+			digests, level, err := m.verifyTwin(ctx, j)
+			if err != nil {
+				if errors.Is(err, ErrNotTwin) {
+					return errors.Join(err, j.remove(m.FS)) // nothing was changed: roll back
+				}
+				return err
+			}
+			for i := range j.Files {
+				j.Files[i].XXH3 = digests[j.Files[i].Rel]
+			}
+			res.Verification = level
+			j.Step = StepPublished // nothing to publish
+			if err := j.write(m.FS, m.now()); err != nil {
+				return err
+			}
+			m.hook("journal:published")
+		} else {
+			n, err := m.copyFiles(ctx, j)
+			res.CopiedBytes += n
+			if err != nil {
+				return err
+			}
+			if err := m.verifyCopy(ctx, j, res); err != nil {
+				return err
+			}
+			res.Verification = LevelContent
+			j.Step = StepVerified
+			if err := j.write(m.FS, m.now()); err != nil {
+				return err
+			}
+			m.hook("journal:verified")
+		}
+	}
+	if j.Step == StepVerified {
+		if err := m.publish(j); err != nil {
+			return err
+		}
+		j.Step = StepPublished
+		if err := j.write(m.FS, m.now()); err != nil {
+			return err
+		}
+		m.hook("journal:published")
+	}
+	return m.finish(j, res)
+}
+
+// finish completes a published operation: records digests, drops the
+// source of a move, deletes the journal.
+func (m *Manager) finish(j *Journal, res *Result) error {
+	for _, u := range j.units() {
+		if _, err := m.FS.Lstat(u.tmp); err == nil {
+			return fmt.Errorf("tiers: journal %s: %s still exists after publication", journalPath(j.Dest.Root, j.ID), u.tmp)
+		}
+	}
+	digests := map[string]Digest{}
+	for _, f := range j.Files {
+		st, err := m.FS.Lstat(filepath.Join(j.Dest.Root, filepath.FromSlash(f.Rel)))
+		if err != nil || st.Size() != f.Size {
+			return fmt.Errorf("tiers: journal %s: the copy of %s on %s is missing or resized; not dropping anything: %v", journalPath(j.Dest.Root, j.ID), f.Rel, j.Dest.Tier, err)
+		}
+		digests[f.Rel] = f.XXH3
+	}
+	now := m.now()
+	if err := recordDigests(m.FS, m.Locker, j.Dest.Root, digests, now); err != nil {
+		return err
+	}
+	res.Digests = digests
+	switch {
+	case j.Op == OpCopy:
+		if err := recordDigests(m.FS, m.Locker, j.Source.Root, digests, now); err != nil {
+			return err
+		}
+		res.Action = ActionCopied
+	default:
+		if err := m.dropSource(j); err != nil {
+			return err
+		}
+		res.Action = ActionMoved
+		if j.Twin {
+			res.Action = ActionDropped
+		}
+	}
+	if err := j.remove(m.FS); err != nil {
+		return err
+	}
+	m.hook("journal:done")
+	return nil
+}
+
+// verifyTwin proves the destination's existing copy identical to the
+// source, by content.
+func (m *Manager) verifyTwin(ctx context.Context, j *Journal) (map[string]Digest, Level, error) {
+	src, err := Find(m.FS, j.Source.Root, j.Artifact)
+	if err != nil {
+		return nil, "", err
+	}
+	dst, err := Find(m.FS, j.Dest.Root, j.Artifact)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := sameFiles(j, src); err != nil {
+		return nil, "", err
+	}
+	if err := CheckStructure(m.FS, j.Source.Root, src, j.Dest.Root, dst); err != nil {
+		return nil, "", err
+	}
+	if m.AllowCachedDigests {
+		if d, ok := m.cachedTwin(src, j.Source.Root, j.Dest.Root); ok {
+			return d, LevelCached, nil
+		}
+	}
+	add, done := m.progress("verify", j.Artifact, 2*src.Size)
+	defer done()
+	v, err := VerifyContent(ctx, m.FS, m.Hasher, j.Source.Root, src, j.Dest.Root, dst, add)
+	if err != nil {
+		return nil, "", err
+	}
+	return v.Digests, v.Level, nil
+}
+
+// sameFiles refuses a source that no longer matches the journal.
+func sameFiles(j *Journal, a *Artifact) error {
+	if len(a.Files) != len(j.Files) {
+		return fmt.Errorf("tiers: %s on %s changed since the operation began (%d files, the journal has %d)", j.Artifact, j.Source.Tier, len(a.Files), len(j.Files))
+	}
+	for i, f := range a.Files {
+		if f.Rel != j.Files[i].Rel || f.Size != j.Files[i].Size {
+			return fmt.Errorf("tiers: %s on %s changed since the operation began (%s is %d bytes, the journal says %s of %d)", j.Artifact, j.Source.Tier, f.Rel, f.Size, j.Files[i].Rel, j.Files[i].Size)
+		}
+	}
+	return nil
+}
+
+// cachedTwin compares recorded digests of both copies, when every file's
+// record still describes it.
+func (m *Manager) cachedTwin(src *Artifact, srcRoot, dstRoot string) (map[string]Digest, bool) {
+	ss, err1 := readState(m.FS, srcRoot)
+	ds, err2 := readState(m.FS, dstRoot)
+	if err1 != nil || err2 != nil {
+		return nil, false
+	}
+	out := map[string]Digest{}
+	for _, f := range src.Files {
+		se, ok1 := ss.Digests[f.Rel]
+		de, ok2 := ds.Digests[f.Rel]
+		if !ok1 || !ok2 || se.XXH3 != de.XXH3 ||
+			!se.current(m.FS, filepath.Join(srcRoot, f.Rel)) || !de.current(m.FS, filepath.Join(dstRoot, f.Rel)) {
+			return nil, false
+		}
+		out[f.Rel] = se.XXH3
+	}
+	return out, true
+}
+
+// CachedTwin reports whether the digests recorded for the artifact in
+// both tiers match, with every file unchanged since it was read.
+func (m *Manager) CachedTwin(a, b *Tier, art *Artifact) bool {
+	_, ok := m.cachedTwin(art, a.Root, b.Root)
+	return ok
+}
+
+// RecordVerified stores digests just verified for copies in two tiers.
+func (m *Manager) RecordVerified(a, b *Tier, digests map[string]Digest) error {
+	now := m.now()
+	return errors.Join(recordDigests(m.FS, m.Locker, a.Root, digests, now), recordDigests(m.FS, m.Locker, b.Root, digests, now))
+}
+
+// publish renames every unit into place. It is idempotent: recovery runs
+// it again after a crash part way.
+func (m *Manager) publish(j *Journal) error {
+	for _, u := range j.units() {
+		_, errT := m.FS.Lstat(u.tmp)
+		_, errF := m.FS.Lstat(u.final)
+		switch {
+		case errT == nil && errors.Is(errF, fs.ErrNotExist):
+			if err := m.FS.Rename(u.tmp, u.final); err != nil {
+				return err
+			}
+			if err := m.FS.SyncDir(filepath.Dir(u.final)); err != nil {
+				return err
+			}
+			m.hook("publish:rename")
+		case errors.Is(errT, fs.ErrNotExist) && errF == nil:
+			// published before a crash
+		case errT == nil && errF == nil:
+			return fmt.Errorf("tiers: cannot publish %s: %s appeared meanwhile; the verified copy stays at %s", j.Artifact, u.final, u.tmp)
+		default:
+			return fmt.Errorf("tiers: journal %s: the verified copy %s is missing: %w", journalPath(j.Dest.Root, j.ID), u.tmp, errors.Join(errT, errF))
+		}
+	}
+	return nil
+}
+
+// dropSource removes the source's files of a move, pack.json last so a
+// pack half removed still says what it was, then the pack's directories
+// once empty. Files not in the journal are never touched.
+func (m *Manager) dropSource(j *Journal) error {
+	files := slices.Clone(j.Files)
+	slices.SortStableFunc(files, func(a, b JournalFile) int {
+		return boolInt(path.Base(a.Rel) == PackManifest) - boolInt(path.Base(b.Rel) == PackManifest)
+	})
+	dirs := map[string]bool{}
+	for _, f := range files {
+		p := filepath.Join(j.Source.Root, filepath.FromSlash(f.Rel))
+		err := m.FS.Remove(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // dropped before a crash
+		}
+		if err != nil {
+			return err
+		}
+		if err := m.FS.SyncDir(filepath.Dir(p)); err != nil {
+			return err
+		}
+		m.hook("drop:file")
+		for d := path.Dir(f.Rel); j.Kind == "pack" && d != path.Dir(j.Artifact); d = path.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	// Deepest first; a directory holding something the journal does not
+	// list is left alone.
+	order := sortedKeys(dirs)
+	slices.SortFunc(order, func(a, b string) int { return len(b) - len(a) })
+	for _, d := range order {
+		p := filepath.Join(j.Source.Root, filepath.FromSlash(d))
+		if err := m.FS.Remove(p); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if entries, rerr := m.FS.ReadDir(p); rerr == nil && len(entries) > 0 {
+				m.notef("kept %s: it holds files that are not part of %s", p, j.Artifact)
+				continue
+			}
+			return err
+		}
+		if err := m.FS.SyncDir(filepath.Dir(p)); err != nil {
+			return err
+		}
+	}
+	src := &Artifact{Name: j.Artifact}
+	for _, f := range j.Files {
+		src.Files = append(src.Files, ArtifactFile{Rel: f.Rel, Size: f.Size})
+	}
+	return forget(m.FS, m.Locker, j.Source.Root, src)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// removeTemporaries deletes an operation's temporary copy.
+func (m *Manager) removeTemporaries(j *Journal) error {
+	for _, u := range j.units() {
+		if err := removeAll(m.FS, u.tmp); err != nil {
+			return err
+		}
+		if err := m.FS.SyncDir(filepath.Dir(u.tmp)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,355 @@
+package tiers
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrBusy means an artifact is locked by another operation or leased by
+// a running server (exit code 4).
+var ErrBusy = errors.New("tiers: busy")
+
+// BusyError names what is busy.
+type BusyError struct {
+	Artifact, Tier string
+	Reason         string // empty: locked by another operation or leased by a server
+}
+
+func (e *BusyError) Error() string {
+	why := e.Reason
+	if why == "" {
+		why = "locked by another operation or leased by a server"
+	}
+	return fmt.Sprintf("tiers: %s on tier %s is in use: %s", e.Artifact, e.Tier, why)
+}
+
+// Is makes errors.Is(err, ErrBusy) hold.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
+
+// Locker takes per-artifact locks in a tier: exclusive for operations
+// that change it, shared for a server's lease.
+type Locker interface {
+	Lock(fsys FS, root, key string, exclusive bool) (unlock func(), err error)
+}
+
+// lockPath is where an artifact's lock file lives.
+func lockPath(root, key string) string {
+	return filepath.Join(root, StateDir, "locks", url.PathEscape(key)+".lock")
+}
+
+// FlockLocker uses flock(2) on lock files in the tier's state directory,
+// so locks hold across processes and vanish with a crashed holder.
+type FlockLocker struct{}
+
+// Lock takes the lock without waiting; a held one is ErrBusy.
+func (FlockLocker) Lock(fsys FS, root, key string, exclusive bool) (func(), error) {
+	p := lockPath(root, key)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	how := unix.LOCK_SH
+	if exclusive {
+		how = unix.LOCK_EX
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, &BusyError{Artifact: key, Tier: root}
+		}
+		return nil, err
+	}
+	return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+}
+
+// MemLocker is an in-process Locker for tests on a MemFS.
+type MemLocker struct {
+	mu   sync.Mutex
+	held map[string]int // >0: shared holders; -1: exclusive
+}
+
+// Lock takes the lock without waiting.
+func (m *MemLocker) Lock(_ FS, root, key string, exclusive bool) (func(), error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.held == nil {
+		m.held = map[string]int{}
+	}
+	k := lockPath(root, key)
+	switch n := m.held[k]; {
+	case n < 0, exclusive && n > 0:
+		return nil, &BusyError{Artifact: key, Tier: root}
+	case exclusive:
+		m.held[k] = -1
+	default:
+		m.held[k] = n + 1
+	}
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.held[k] < 0 {
+			delete(m.held, k)
+		} else if m.held[k]--; m.held[k] == 0 {
+			delete(m.held, k)
+		}
+	}, nil
+}
+
+// Lease holds a shared lock on an artifact, as a running server does, so
+// no migration can move it away meanwhile. Release it with Close.
+type Lease struct{ unlock func() }
+
+// Close releases the lease.
+func (l *Lease) Close() error {
+	if l.unlock != nil {
+		l.unlock()
+		l.unlock = nil
+	}
+	return nil
+}
+
+// AcquireLease takes a shared lease on the artifact at path, if it lies in
+// a configured tier (nil, nil otherwise: nothing to protect), and records
+// its use for least-recently-used eviction.
+func AcquireLease(c *Config, path string) (*Lease, error) {
+	t, ok := c.TierOf(path)
+	if !ok {
+		return nil, nil
+	}
+	name, err := ArtifactName(t.Root, path)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := FlockLocker{}.Lock(OSFS{}, t.Root, name, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := Touch(OSFS{}, FlockLocker{}, t.Root, name, time.Now()); err != nil {
+		unlock()
+		return nil, err
+	}
+	return &Lease{unlock: unlock}, nil
+}
+
+// DigestEntry is a file's digest as last computed, with the stat that
+// says whether it still applies.
+type DigestEntry struct {
+	Size     int64  `json:"size"`
+	MTimeNs  int64  `json:"mtime_ns"`
+	CTimeNs  int64  `json:"ctime_ns"`
+	Dev      uint64 `json:"dev"`
+	Ino      uint64 `json:"ino"`
+	XXH3     Digest `json:"xxh3_128"`
+	Verified int64  `json:"verified_unix"` // when the content was last read and matched
+}
+
+// tierState is a tier's .gguftool/state.json: digests by relative path
+// and last use by artifact.
+type tierState struct {
+	Digests map[string]DigestEntry `json:"digests"`
+	LastUse map[string]int64       `json:"last_use_unix"`
+}
+
+func statePath(root string) string { return filepath.Join(root, StateDir, "state.json") }
+
+// withState reads, changes and atomically rewrites a tier's state under
+// the tier's state lock.
+func withState(fsys FS, locker Locker, root string, change func(*tierState) error) error {
+	var unlock func()
+	var err error
+	for range 2000 { // state updates are short: wait for another holder
+		if unlock, err = locker.Lock(fsys, root, ".state", true); !errors.Is(err, ErrBusy) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := readState(fsys, root)
+	if err != nil {
+		return err
+	}
+	if err := change(st); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(st, "", " ")
+	if err != nil {
+		return err
+	}
+	return writeDurable(fsys, statePath(root), data)
+}
+
+func readState(fsys FS, root string) (*tierState, error) {
+	st := &tierState{Digests: map[string]DigestEntry{}, LastUse: map[string]int64{}}
+	f, err := fsys.Open(statePath(root))
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, 256<<20))
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(data, st); err != nil {
+		return nil, &StateError{File: statePath(root), Msg: "invalid JSON: " + err.Error()}
+	}
+	if st.Digests == nil {
+		st.Digests = map[string]DigestEntry{}
+	}
+	if st.LastUse == nil {
+		st.LastUse = map[string]int64{}
+	}
+	return st, nil
+}
+
+// writeDurable publishes data at path: temporary file, fsync, rename,
+// fsync of the directory.
+func writeDurable(fsys FS, path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := mkdirDurable(fsys, dir); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := fsys.Rename(tmp, path); err != nil {
+		return err
+	}
+	return fsys.SyncDir(dir)
+}
+
+// mkdirDurable creates dir and its missing parents and makes each new
+// entry durable in its parent.
+func mkdirDurable(fsys FS, dir string) error {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := fsys.Lstat(d); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := fsys.SyncDir(filepath.Dir(missing[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// entryFor makes a digest entry from a file's current stat.
+func entryFor(fsys FS, path string, d Digest, verified time.Time) (DigestEntry, error) {
+	st, err := fsys.Lstat(path)
+	if err != nil {
+		return DigestEntry{}, err
+	}
+	e := DigestEntry{Size: st.Size(), MTimeNs: st.ModTime().UnixNano(), CTimeNs: ctimeOf(st), XXH3: d, Verified: verified.Unix()}
+	if id, ok := idOf(st); ok {
+		e.Dev, e.Ino = id.dev, id.ino
+	}
+	return e, nil
+}
+
+// current reports whether a cached entry still describes the file.
+func (e DigestEntry) current(fsys FS, path string) bool {
+	st, err := fsys.Lstat(path)
+	if err != nil {
+		return false
+	}
+	now := DigestEntry{Size: st.Size(), MTimeNs: st.ModTime().UnixNano(), CTimeNs: ctimeOf(st)}
+	if id, ok := idOf(st); ok {
+		now.Dev, now.Ino = id.dev, id.ino
+	}
+	return now.Size == e.Size && now.MTimeNs == e.MTimeNs && now.CTimeNs == e.CTimeNs && now.Dev == e.Dev && now.Ino == e.Ino
+}
+
+// Touch records that an artifact was used now.
+func Touch(fsys FS, locker Locker, root, name string, now time.Time) error {
+	return withState(fsys, locker, root, func(st *tierState) error {
+		st.LastUse[name] = now.Unix()
+		return nil
+	})
+}
+
+// recordDigests stores verified digests for an artifact's files.
+func recordDigests(fsys FS, locker Locker, root string, digests map[string]Digest, now time.Time) error {
+	return withState(fsys, locker, root, func(st *tierState) error {
+		for rel, d := range digests {
+			e, err := entryFor(fsys, filepath.Join(root, rel), d, now)
+			if err != nil {
+				return err
+			}
+			st.Digests[rel] = e
+		}
+		return nil
+	})
+}
+
+// forget drops an artifact's digests and usage (after it left the tier).
+func forget(fsys FS, locker Locker, root string, a *Artifact) error {
+	return withState(fsys, locker, root, func(st *tierState) error {
+		for _, f := range a.Files {
+			delete(st.Digests, f.Rel)
+		}
+		delete(st.LastUse, a.Name)
+		return nil
+	})
+}
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
