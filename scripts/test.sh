@@ -19,7 +19,8 @@ GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./...
 
 echo "== fuzz (${GGUFTOOL_FUZZTIME:-15s} per target)"
 for target in ./gguf:FuzzReader ./gguf:FuzzOpenSet ./gguf/quant:FuzzDequantize ./gguf/quant:FuzzQuantize ./gguf/quant:FuzzVecDot \
-              ./quantize:FuzzLoadImatrix ./container:FuzzContainer ./container:FuzzManifest ./resident:FuzzManifest; do
+              ./quantize:FuzzLoadImatrix ./container:FuzzContainer ./container:FuzzManifest ./resident:FuzzManifest \
+              ./tiers:FuzzConfig ./tiers:FuzzJournal; do
   go test "${target%%:*}" -run=NONE -fuzz="^${target##*:}\$" -fuzztime="${GGUFTOOL_FUZZTIME:-15s}" -fuzzminimizetime=5s -timeout 0
 done
 

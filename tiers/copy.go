@@ -9,115 +9,146 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/zeebo/xxh3"
 )
 
 // copyFiles copies every file of the journal to its temporary name,
 // resuming each at its last durable checkpoint, and returns the bytes
-// written.
-func (m *Manager) copyFiles(ctx context.Context, j *Journal) (int64, error) {
+// written and the XXH3-128 of each source file it read (the whole file,
+// its copied prefix re-read on a resume).
+func (m *Manager) copyFiles(ctx context.Context, j *Journal) (int64, map[string]Digest, error) {
 	total := journalSize(j)
 	add, done := m.progress("copy", j.Artifact, total)
 	defer done()
 	add(journalCopied(j))
 	var written int64
+	digests := map[string]Digest{}
 	th := newThrottle(m.BWLimit, m.now)
 	for i := range j.Files {
 		f := &j.Files[i]
 		dst := j.tmpFile(f.Rel)
 		if f.Copied == f.Size {
 			if st, err := m.FS.Lstat(dst); err == nil && st.Size() == f.Size {
-				continue
+				continue // copied before a crash; verification reads both copies
 			}
 			f.Copied = 0
 		}
-		n, err := m.copyFile(ctx, j, f, th, add)
+		n, d, err := m.copyFile(ctx, j, f, th, add)
 		written += n
 		if err != nil {
-			return written, err
+			return written, digests, err
 		}
+		digests[f.Rel] = d
 	}
-	return written, nil
+	return written, digests, nil
 }
 
 // copyFile copies one file from f.Copied on, fsyncing and recording a
-// checkpoint every checkpointBytes and at the end.
-func (m *Manager) copyFile(ctx context.Context, j *Journal, f *JournalFile, th *throttle, add func(int64)) (int64, error) {
+// checkpoint every checkpointBytes and at the end, and returns the bytes
+// written and the source's XXH3-128, computed from the bytes it copied
+// (and, on a resume, from the source's already-copied prefix, re-read).
+func (m *Manager) copyFile(ctx context.Context, j *Journal, f *JournalFile, th *throttle, add func(int64)) (int64, Digest, error) {
 	src := filepath.Join(j.Source.Root, filepath.FromSlash(f.Rel))
 	dst := j.tmpFile(f.Rel)
 	in, err := m.FS.Open(src)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	defer in.Close()
-	if st, err := in.Stat(); err != nil {
-		return 0, err
-	} else if st.Size() != f.Size {
-		return 0, fmt.Errorf("tiers: %s is %d bytes, %d when the operation began: the source changed", src, st.Size(), f.Size)
+	before, err := m.FS.Lstat(src)
+	if err != nil {
+		return 0, "", err
+	}
+	if before.Size() != f.Size {
+		return 0, "", fmt.Errorf("tiers: %s is %d bytes, %d when the operation began: the source changed", src, before.Size(), f.Size)
 	}
 	if err := mkdirDurable(m.FS, filepath.Dir(dst)); err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	out, err := m.FS.OpenFile(dst, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	defer out.Close()
 	if err := m.FS.SyncDir(filepath.Dir(dst)); err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	st, err := out.Stat()
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	if st.Size() < f.Copied { // the checkpoint promised more than survived: start over
 		f.Copied = 0
 	}
 	// Bytes past the checkpoint were never promised durable: drop them.
 	if err := out.Truncate(f.Copied); err != nil {
-		return 0, err
+		return 0, "", err
 	}
 
 	chunk := m.copyChunk
 	if chunk <= 0 {
 		chunk = defaultCopyChunk
 	}
-	chunks, stop := readAhead(ctx, in, src, f.Copied, f.Size, int(min(int64(chunk), max(f.Size-f.Copied, 1))))
+	chunk = int(min(int64(chunk), max(f.Size, 1)))
+	h := xxh3.New128()
+	if f.Copied > 0 {
+		prefix, stop := readAhead(ctx, in, src, 0, f.Copied, chunk)
+		for c := range prefix {
+			if c.err != nil {
+				stop()
+				return 0, "", c.err
+			}
+			h.Write(c.b)
+			c.release()
+		}
+		stop()
+	}
+	chunks, stop := readAhead(ctx, in, src, f.Copied, f.Size, chunk)
 	defer stop()
 	off, mark := f.Copied, f.Copied
 	var written int64
 	for c := range chunks {
 		if c.err != nil {
-			return written, c.err
+			return written, "", c.err
 		}
 		if _, err := out.WriteAt(c.b, off); err != nil {
-			return written, fmt.Errorf("writing %s at offset %d: %w", dst, off, err)
+			return written, "", fmt.Errorf("writing %s at offset %d: %w", dst, off, err)
 		}
+		h.Write(c.b)
 		off += int64(len(c.b))
 		written += int64(len(c.b))
 		add(int64(len(c.b)))
 		c.release()
 		if off-mark >= m.checkpoint() || off == f.Size {
 			if err := out.Sync(); err != nil {
-				return written, fmt.Errorf("fsync %s: %w", dst, err)
+				return written, "", fmt.Errorf("fsync %s: %w", dst, err)
 			}
 			f.Copied, mark = off, off
 			j.Step = StepCopying
 			if err := j.write(m.FS, m.now()); err != nil {
-				return written, err
+				return written, "", err
 			}
 			m.hook("copy:checkpoint")
 		}
 		if err := th.wait(ctx, int64(len(c.b))); err != nil {
-			return written, err
+			return written, "", err
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return written, err
+		return written, "", err
 	}
 	if off != f.Size {
-		return written, fmt.Errorf("tiers: %s ended at %d bytes, want %d: the source changed", src, off, f.Size)
+		return written, "", fmt.Errorf("tiers: %s ended at %d bytes, want %d: the source changed", src, off, f.Size)
 	}
-	return written, out.Close()
+	after, err := m.FS.Lstat(src)
+	if err != nil {
+		return written, "", err
+	}
+	if after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) || ctimeOf(after) != ctimeOf(before) {
+		return written, "", fmt.Errorf("tiers: %s changed while it was copied (being written?)", src)
+	}
+	return written, digestOf(h.Sum128()), out.Close()
 }
 
 type readChunk struct {
@@ -212,16 +243,26 @@ func (t *throttle) wait(ctx context.Context, n int64) error {
 	}
 }
 
-// verifyCopy re-reads the source and the temporary copy, both at once,
-// and compares them file by file. A file that differs is copied again
-// once; a second difference rolls the operation back.
-func (m *Manager) verifyCopy(ctx context.Context, j *Journal, res *Result) error {
-	add, done := m.progress("verify", j.Artifact, 2*journalSize(j))
+// verifyCopy re-reads the temporary copy of every file with the hasher
+// (O_DIRECT on the real file system: the disk, not the page cache) and
+// compares it with the source's digest taken while copying; a file copied
+// before a crash has no such digest, and both copies are re-read at once.
+// A file that differs is copied again once; a second difference rolls the
+// operation back.
+func (m *Manager) verifyCopy(ctx context.Context, j *Journal, res *Result, srcDigests map[string]Digest) error {
+	var total int64
+	for _, f := range j.Files {
+		total += f.Size
+		if _, ok := srcDigests[f.Rel]; !ok {
+			total += f.Size
+		}
+	}
+	add, done := m.progress("verify", j.Artifact, total)
 	defer done()
 	for i := range j.Files {
 		f := &j.Files[i]
 		for attempt := 0; ; attempt++ {
-			d, err := m.compareFile(ctx, j, f, add)
+			d, err := m.compareFile(ctx, j, f, srcDigests[f.Rel], add)
 			if err == nil {
 				f.XXH3 = d
 				break
@@ -235,27 +276,30 @@ func (m *Manager) verifyCopy(ctx context.Context, j *Journal, res *Result) error
 			}
 			m.notef("%v; copying it again", err)
 			f.Copied = 0
-			n, err := m.copyFile(ctx, j, f, newThrottle(m.BWLimit, m.now), func(int64) {})
+			n, sd, err := m.copyFile(ctx, j, f, newThrottle(m.BWLimit, m.now), func(int64) {})
 			res.CopiedBytes += n
 			if err != nil {
 				return err
 			}
+			srcDigests[f.Rel] = sd
 		}
 	}
 	return nil
 }
 
-// compareFile hashes one file of the source and of the temporary copy in
-// parallel.
-func (m *Manager) compareFile(ctx context.Context, j *Journal, f *JournalFile, add func(int64)) (Digest, error) {
+// compareFile hashes the temporary copy of one file and compares it with
+// srcDigest, or when that is empty hashes the source too, in parallel.
+func (m *Manager) compareFile(ctx context.Context, j *Journal, f *JournalFile, srcDigest Digest, add func(int64)) (Digest, error) {
 	src := filepath.Join(j.Source.Root, filepath.FromSlash(f.Rel))
 	dst := j.tmpFile(f.Rel)
-	var sd, dd Digest
+	sd, dd := srcDigest, Digest("")
 	var serr, derr error
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); sd, serr = stableHash(ctx, m.FS, m.Hasher, src, add) }()
-	go func() { defer wg.Done(); dd, derr = stableHash(ctx, m.FS, m.Hasher, dst, add) }()
+	if sd == "" {
+		wg.Add(1)
+		go func() { defer wg.Done(); sd, serr = stableHash(ctx, m.FS, m.Hasher, src, add) }()
+	}
+	dd, derr = stableHash(ctx, m.FS, m.Hasher, dst, add)
 	wg.Wait()
 	if err := errors.Join(serr, derr); err != nil {
 		return "", err

@@ -36,6 +36,27 @@ type EngineHasher struct {
 
 // Hash implements Hasher.
 func (h *EngineHasher) Hash(ctx context.Context, path string, progress func(int64)) (int64, Digest, error) {
+	hasher := xxh3.New128()
+	n, err := h.read(ctx, path, func(b []byte) {
+		hasher.Write(b)
+		if progress != nil {
+			progress(int64(len(b)))
+		}
+	})
+	if err != nil {
+		return n, "", err
+	}
+	return n, digestOf(hasher.Sum128()), nil
+}
+
+// Read reads a file front to back exactly as Hash does, without hashing:
+// the reference `gguftool bench twins` measures Hash against.
+func (h *EngineHasher) Read(ctx context.Context, path string) (int64, error) {
+	return h.read(ctx, path, func([]byte) {})
+}
+
+// read streams a file through consume in order, Ahead chunks in flight.
+func (h *EngineHasher) read(ctx context.Context, path string, consume func([]byte)) (int64, error) {
 	chunk, ahead := h.Chunk, h.Ahead
 	if chunk <= 0 {
 		chunk = hashChunk
@@ -45,7 +66,7 @@ func (h *EngineHasher) Hash(ctx context.Context, path string, progress func(int6
 	}
 	f, err := h.Engine.Open(path)
 	if err != nil {
-		return 0, "", err
+		return 0, err
 	}
 	defer f.Close()
 	chunk = (chunk + ioengine.PageSize - 1) / ioengine.PageSize * ioengine.PageSize
@@ -53,7 +74,7 @@ func (h *EngineHasher) Hash(ctx context.Context, path string, progress func(int6
 	n := int((size + int64(chunk) - 1) / int64(chunk))
 	pool, err := ioengine.NewPool(chunk, min(ahead, max(n, 1)))
 	if err != nil {
-		return 0, "", err
+		return 0, err
 	}
 	defer pool.Close()
 
@@ -87,12 +108,11 @@ func (h *EngineHasher) Hash(ctx context.Context, path string, progress func(int6
 		next++
 		return nil
 	}
-	hasher := xxh3.New128()
 	var done int64
-	for i := 0; i < n; i++ {
+	for range n {
 		for next < n && len(queue) < pool.Count() {
 			if err := submit(); err != nil {
-				return done, "", err
+				return done, err
 			}
 		}
 		q := queue[0]
@@ -104,14 +124,11 @@ func (h *EngineHasher) Hash(ctx context.Context, path string, progress func(int6
 		}
 		if err != nil {
 			pool.Put(q.req.Buf)
-			return done, "", err
+			return done, err
 		}
-		hasher.Write(q.req.Buf.Bytes()[:want])
+		consume(q.req.Buf.Bytes()[:want])
 		pool.Put(q.req.Buf)
 		done += int64(want)
-		if progress != nil {
-			progress(int64(want))
-		}
 	}
-	return size, digestOf(hasher.Sum128()), nil
+	return size, nil
 }

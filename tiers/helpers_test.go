@@ -178,20 +178,26 @@ type world struct {
 	digests map[string]map[string]Digest // artifact → rel → digest of the original
 }
 
-// testConfig configures tiers rooted at /<name> (or under dir on disk).
-func testConfig(t testing.TB, dir string, tiers ...string) *Config {
-	t.Helper()
+// configJSON is a configuration of tiers rooted at dir/<name>, each
+// spec "name:role:budget".
+func configJSON(dir string, specs []string) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, `{"schema": %q, "version": 1, "tiers": [`, ConfigSchema)
-	for i, spec := range tiers { // name:role:budget
-		parts := strings.Split(spec, ":")
+	for i, spec := range specs {
+		p := strings.Split(spec, ":")
 		if i > 0 {
 			b.WriteString(",")
 		}
-		fmt.Fprintf(&b, `{"name": %q, "root": %q, "role": %q, "budget": %q}`, parts[0], filepath.Join(dir, "/"+parts[0]), parts[1], parts[2])
+		fmt.Fprintf(&b, `{"name": %q, "root": %q, "role": %q, "budget": %q}`, p[0], filepath.Join(dir, "/"+p[0]), p[1], p[2])
 	}
 	b.WriteString("]}")
-	c, err := ParseConfig([]byte(b.String()), "test-config.json")
+	return []byte(b.String())
+}
+
+// testConfig configures tiers rooted at /<name> (or under dir on disk).
+func testConfig(t testing.TB, dir string, tiers ...string) *Config {
+	t.Helper()
+	c, err := ParseConfig(configJSON(dir, tiers), "test-config.json")
 	if err != nil {
 		t.Fatal(err)
 	}

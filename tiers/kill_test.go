@@ -69,17 +69,7 @@ func runChild(scenario string) int {
 
 // diskConfig is a scenario's configuration with tiers under dir.
 func diskConfig(dir string, s crashScenario) (*Config, error) {
-	var b strings.Builder
-	fmt.Fprintf(&b, `{"schema": %q, "version": 1, "tiers": [`, ConfigSchema)
-	for i, spec := range s.tiers {
-		p := strings.Split(spec, ":")
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, `{"name": %q, "root": %q, "role": %q, "budget": %q}`, p[0], dir+"/"+p[0], p[1], p[2])
-	}
-	b.WriteString("]}")
-	return ParseConfig([]byte(b.String()), dir+"/storage-tiers.json")
+	return ParseConfig(configJSON(dir, s.tiers), dir+"/storage-tiers.json")
 }
 
 func diskWorld(t *testing.T, s crashScenario, files map[string][]byte) (string, *Config) {

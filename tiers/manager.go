@@ -572,12 +572,12 @@ func (m *Manager) run(ctx context.Context, j *Journal, res *Result) error {
 			}
 			m.hook("journal:published")
 		} else {
-			n, err := m.copyFiles(ctx, j)
+			n, srcDigests, err := m.copyFiles(ctx, j)
 			res.CopiedBytes += n
 			if err != nil {
 				return err
 			}
-			if err := m.verifyCopy(ctx, j, res); err != nil {
+			if err := m.verifyCopy(ctx, j, res, srcDigests); err != nil {
 				return err
 			}
 			res.Verification = LevelContent

@@ -263,3 +263,57 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("small status %+v", sm)
 	}
 }
+
+// TestCopyVerifyMismatch corrupts the temporary copy after it is written:
+// verification catches it and copies the file again; when the corruption
+// comes back every time, the copy is rolled back and the file named.
+func TestCopyVerifyMismatch(t *testing.T) {
+	for _, persistent := range []bool{false, true} {
+		files := fixtureFiles(5)
+		s := crashScenarios()[1] // migrate the split set
+		mem, cfg := newWorld(t, s, files)
+		m := memManager(cfg, mem, &MemLocker{})
+		cold := mustTier(t, cfg, "cold")
+		victim := "/cold/models/" + tmpPrefix
+		flips := 0
+		m.Hook = func(p string) {
+			if p != "copy:checkpoint" || (flips > 0 && !persistent) {
+				return
+			}
+			entries, _ := mem.ReadDir("/cold/models")
+			for _, e := range entries {
+				name := "/cold/models/" + e.Name()
+				if !strings.HasPrefix(name, victim) || !strings.HasSuffix(name, "00002-of-00002.gguf") {
+					continue
+				}
+				f, _ := mem.OpenFile(name, os.O_RDWR, 0)
+				st, _ := f.Stat()
+				if st.Size() == int64(len(files["models/big-00002-of-00002.gguf"])) {
+					b := make([]byte, 1)
+					f.ReadAt(b, 17)
+					f.WriteAt([]byte{b[0] ^ 0x40}, 17)
+					flips++
+				}
+			}
+		}
+		res, err := m.Migrate(context.Background(), "models/big", "", cold, false)
+		if persistent {
+			if !errors.Is(err, ErrNotTwin) || !strings.Contains(err.Error(), "big-00002-of-00002.gguf") || flips != 2 {
+				t.Fatalf("persistent corruption: %v after %d flips", err, flips)
+			}
+			if left := leftovers(mem, cfg); len(left) > 0 {
+				t.Fatalf("left after the rollback: %v", left)
+			}
+			if got := holdings(t, mem, cfg, originalDigests(files)); len(got["models/big"]) != 1 || got["models/big"][0] != "hot" {
+				t.Fatalf("after the rollback: %v", got)
+			}
+			continue
+		}
+		if err != nil || res.Action != ActionMoved || flips != 1 {
+			t.Fatalf("one corruption: %+v %v after %d flips", res, err, flips)
+		}
+		if got := holdings(t, mem, cfg, originalDigests(files)); len(got["models/big"]) != 1 || got["models/big"][0] != "cold" {
+			t.Fatalf("after the second copy: %v", got)
+		}
+	}
+}

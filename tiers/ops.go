@@ -86,11 +86,18 @@ func (m *Manager) EnsureHot(ctx context.Context, name string, hot *Tier, dryRun 
 	if src != nil {
 		from = src.Tier.Name
 	}
-	res, err := m.transfer(ctx, OpCopy, name, from, hot, dryRun)
+	res, err := m.Copy(ctx, name, from, hot, dryRun)
 	if err == nil && !dryRun {
 		err = Touch(m.FS, m.Locker, hot.Root, name, m.now())
 	}
 	return res, ev, err
+}
+
+// Copy copies the artifact called name to tier to and keeps the source:
+// copy to temporary names, verify by re-reading both copies, publish. from
+// picks the source when the artifact is in several other tiers.
+func (m *Manager) Copy(ctx context.Context, name, from string, to *Tier, dryRun bool) (*Result, error) {
+	return m.transfer(ctx, OpCopy, name, from, to, dryRun)
 }
 
 // EvictResult lists what an eviction did or skipped.

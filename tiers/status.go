@@ -98,7 +98,11 @@ func (m *Manager) Status() (*Status, error) {
 			}
 			ts.Artifacts = append(ts.Artifacts, as)
 		}
-		for _, j := range mustJournals(m.FS, t.Root) {
+		js, err := readJournals(m.FS, t.Root)
+		if err != nil {
+			ts.Error = err.Error()
+		}
+		for _, j := range js {
 			s.Pending = append(s.Pending, Recovered{ID: j.ID, Op: j.Op, Artifact: j.Artifact, From: j.Source.Tier, To: j.Dest.Tier, Step: j.Step, Outcome: "pending"})
 		}
 	}
@@ -125,11 +129,4 @@ func findIn(all []*Artifact, name string) (*Artifact, bool) {
 		}
 	}
 	return nil, false
-}
-
-// mustJournals lists a tier's journal records, or none when they cannot be
-// read (recovery reports that).
-func mustJournals(fsys FS, root string) []*Journal {
-	js, _ := readJournals(fsys, root)
-	return js
 }

@@ -369,6 +369,32 @@ func TestBenchCommands(t *testing.T) {
 	if r.Backend != "uring" || !r.Direct || r.Pack.Reads == 0 || r.Raw.Bytes == 0 || r.GGUF == nil || r.GGUF.Reads != 3*r.Pack.Reads {
 		t.Fatalf("bench io: %s", out)
 	}
+
+	copyDir(t, pack, filepath.Join(dir, "cold", "pack"))
+	code, out, errOut = run(t, "bench", "twins", pack, filepath.Join(dir, "cold", "pack"), "--runs", "1", "--json")
+	var tw struct {
+		Bytes       int64
+		Level       string
+		VerifyVsRaw float64 `json:"verify_vs_raw"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &tw) != nil || tw.Level != "container" || tw.VerifyVsRaw <= 0 {
+		t.Fatalf("bench twins: %d %s %s", code, out, errOut)
+	}
+	scratch := t.TempDir()
+	code, out, errOut = run(t, "bench", "migrate", pack, "--dir", scratch, "--json")
+	var mg struct {
+		Files int
+		Ratio float64 `json:"migrate_vs_reference"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &mg) != nil || mg.Files < 3 || mg.Ratio <= 0 {
+		t.Fatalf("bench migrate: %d %s %s", code, out, errOut)
+	}
+	if entries, _ := os.ReadDir(scratch); len(entries) != 0 {
+		t.Fatalf("bench migrate left %v", entries)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".gguftool")); err == nil {
+		t.Fatal("bench migrate left its .gguftool beside the artifact")
+	}
 }
 
 func TestResidentOnlyCommand(t *testing.T) {

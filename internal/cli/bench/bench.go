@@ -16,9 +16,11 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 		Short: "Measure gguftool against a reference taken in the same run",
 		Long: `Benchmarks that report a speed as a ratio to a reference measured in the
 same run, on the same disk or the same cores: pack against cp, expert
-reads from a pack against a raw O_DIRECT read of the same files.
+reads from a pack against a raw O_DIRECT read of the same files, twin
+verification against a raw read of both copies, a tier copy against
+cp + sync + sha256sum.
 ` + cmdutil.ExitCodesHelp,
 	}
-	cmd.AddCommand(newCmdPack(f), newCmdIO(f))
+	cmd.AddCommand(newCmdPack(f), newCmdIO(f), newCmdTwins(f), newCmdMigrate(f))
 	return cmd
 }

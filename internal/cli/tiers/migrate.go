@@ -64,7 +64,7 @@ Examples:
 			if o.To == "" {
 				return cmdutil.FlagErrorf("migrate: --to TIER is required")
 			}
-			m, err := o.open(cmd.Context(), !o.DryRun)
+			m, err := o.open(cmd.Context(), recoveryUnless(o.DryRun))
 			if err != nil {
 				return err
 			}
@@ -114,7 +114,7 @@ Examples:
 ` + configHelp + "\n" + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(1, "an artifact"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := o.open(cmd.Context(), !o.DryRun)
+			m, err := o.open(cmd.Context(), recoveryUnless(o.DryRun))
 			if err != nil {
 				return err
 			}

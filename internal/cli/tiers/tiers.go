@@ -40,10 +40,19 @@ func (c *common) addFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&c.JSON, "json", false, "print one JSON document on stdout")
 }
 
+// How open runs the automatic recovery.
+type recovery int
+
+const (
+	noRecovery      recovery = iota // dry runs and `tiers recover` itself
+	recoverOrFail                   // anything that changes tiers: refuse to work past a damaged journal
+	recoverOrReport                 // status: report what recovery could not settle, then go on
+)
+
 // open loads the configuration and returns a Manager reporting to the
-// command's streams; with recover set it first settles interrupted
-// operations (RecoverAuto).
-func (c *common) open(ctx context.Context, recover bool) (*tiers.Manager, error) {
+// command's streams, after the automatic recovery (RecoverAuto) unless
+// rec is noRecovery.
+func (c *common) open(ctx context.Context, rec recovery) (*tiers.Manager, error) {
 	path, err := tiers.ConfigPath(c.Config)
 	if err != nil {
 		return nil, err
@@ -63,14 +72,17 @@ func (c *common) open(ctx context.Context, recover bool) (*tiers.Manager, error)
 		p := c.IO.NewProgress(total, phase+" "+artifact)
 		return p.Add, p.Finish
 	}
-	if recover {
+	if rec != noRecovery {
 		recs, err := m.Recover(ctx, tiers.RecoverAuto)
 		for _, r := range recs {
 			if r.Outcome == "completed" {
 				fmt.Fprintf(c.IO.ErrOut, "gguftool: finished the interrupted %s of %s from %s to %s (journal %s)\n", r.Op, r.Artifact, r.From, r.To, r.ID)
 			}
 		}
-		if err != nil {
+		switch {
+		case err != nil && rec == recoverOrReport:
+			fmt.Fprintf(c.IO.ErrOut, "gguftool: warning: recovering interrupted operations: %v\n", err)
+		case err != nil:
 			m.Close()
 			return nil, fmt.Errorf("recovering interrupted operations: %w", err)
 		}
@@ -104,6 +116,15 @@ type (
 		Error    string             `json:"error,omitempty"`
 	}
 )
+
+// recoveryUnless skips the automatic recovery for a dry run, which must
+// change nothing.
+func recoveryUnless(dryRun bool) recovery {
+	if dryRun {
+		return noRecovery
+	}
+	return recoverOrFail
+}
 
 func errText(err error) string {
 	if err == nil {
@@ -195,7 +216,7 @@ Examples:
 ` + configHelp + "\n" + cmdutil.ExitCodesHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := o.open(cmd.Context(), true)
+			m, err := o.open(cmd.Context(), recoverOrReport)
 			if err != nil {
 				return err
 			}
@@ -278,7 +299,7 @@ Examples:
 ` + configHelp + "\n" + cmdutil.ExitCodesHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := o.open(cmd.Context(), false)
+			m, err := o.open(cmd.Context(), noRecovery)
 			if err != nil {
 				return err
 			}
@@ -355,7 +376,7 @@ Examples:
 			if o.Tier == "" || o.Free <= 0 {
 				return cmdutil.FlagErrorf("tiers evict: --tier and a positive --free are required")
 			}
-			m, err := o.open(cmd.Context(), !o.DryRun)
+			m, err := o.open(cmd.Context(), recoveryUnless(o.DryRun))
 			if err != nil {
 				return err
 			}
@@ -437,7 +458,7 @@ Examples:
 			if err != nil {
 				return cmdutil.FlagErrorf("tiers scrub: --older-than: %v", err)
 			}
-			m, err := o.open(cmd.Context(), true)
+			m, err := o.open(cmd.Context(), recoverOrFail)
 			if err != nil {
 				return err
 			}

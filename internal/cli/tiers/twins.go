@@ -67,7 +67,7 @@ Examples:
 ` + configHelp + "\n" + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(1, "an artifact"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := o.open(cmd.Context(), true)
+			m, err := o.open(cmd.Context(), recoverOrFail)
 			if err != nil {
 				return err
 			}
