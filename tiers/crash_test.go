@@ -246,3 +246,42 @@ func TestCrashResumesCopy(t *testing.T) {
 		t.Fatalf("resumed migrate: %+v; want a resumed move that copied less than the %d bytes", res, size)
 	}
 }
+
+// TestRecoverWaitsForOfflineTier leaves an interrupted move whose source
+// disk is then unplugged: recovery must leave it alone, without failing
+// the other operations, and finish it once the disk is back.
+func TestRecoverWaitsForOfflineTier(t *testing.T) {
+	files := fixtureFiles(4)
+	s := crashScenarios()[0]
+	mem, cfg := newWorld(t, s, files)
+	ffs := &faultFS{FS: mem}
+	m := memManager(cfg, ffs, &MemLocker{})
+	m.Hook = func(p string) {
+		if p == "journal:verified" {
+			ffs.crashAt = ffs.n + 1
+		}
+	}
+	cold, _ := cfg.Tier("cold")
+	if _, err := m.Migrate(context.Background(), "packs/moe", "", cold, false); !errors.Is(err, errCrashed) {
+		t.Fatalf("migrate: %v", err)
+	}
+	mem.Crash()
+	if err := mem.Rename("/hot", "/hot-unplugged"); err != nil {
+		t.Fatal(err)
+	}
+	m = memManager(cfg, mem, &MemLocker{})
+	recs, err := m.Recover(context.Background(), RecoverFinish)
+	if err != nil || len(recs) != 1 || recs[0].Outcome != "offline" {
+		t.Fatalf("recover with the source offline: %+v %v", recs, err)
+	}
+	if left := leftovers(mem, cfg); len(left) == 0 {
+		t.Fatal("the waiting operation's journal is gone")
+	}
+	mem.Rename("/hot-unplugged", "/hot")
+	if recs, err := m.Recover(context.Background(), RecoverAuto); err != nil || len(recs) != 1 || recs[0].Outcome != "completed" {
+		t.Fatalf("recover with the disk back: %+v %v", recs, err)
+	}
+	if got := holdings(t, mem, cfg, originalDigests(files)); len(got["packs/moe"]) != 1 || got["packs/moe"][0] != "cold" {
+		t.Fatalf("after recovery: %v", got)
+	}
+}

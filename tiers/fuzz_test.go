@@ -3,6 +3,8 @@ package tiers
 import (
 	"encoding/json"
 	"errors"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -110,6 +112,8 @@ func FuzzJournal(f *testing.F) {
 	})
 }
 
+// within reports whether p lies strictly inside root.
 func within(root, p string) bool {
-	return len(p) > len(root)+1 && p[:len(root)+1] == root+"/"
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../")
 }

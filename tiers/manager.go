@@ -258,9 +258,17 @@ func (m *Manager) bind(j *Journal, dest *Tier) error {
 	}
 	j.Source.Root = src.Root
 	if !m.online(src) {
-		return fmt.Errorf("tiers: journal %s: source tier %s (%s) is offline", journalPath(dest.Root, j.ID), src.Name, src.Root)
+		return &OfflineError{Journal: journalPath(dest.Root, j.ID), Tier: src.Name, Root: src.Root}
 	}
 	return nil
+}
+
+// OfflineError is an operation that cannot go on because the other tier
+// it involves is not mounted: it waits, untouched, for the disk.
+type OfflineError struct{ Journal, Tier, Root string }
+
+func (e *OfflineError) Error() string {
+	return fmt.Sprintf("tiers: journal %s: tier %s (%s) is offline; the operation waits for it", e.Journal, e.Tier, e.Root)
 }
 
 // Migrate moves the artifact called name to tier to: if a copy there

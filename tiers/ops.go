@@ -241,7 +241,7 @@ type Recovered struct {
 	From     string `json:"from"`
 	To       string `json:"to"`
 	Step     Step   `json:"step"`
-	Outcome  string `json:"outcome"` // completed, rolled-back, pending, busy, failed
+	Outcome  string `json:"outcome"` // completed, rolled-back, pending, busy, offline, failed
 	Error    string `json:"error,omitempty"`
 }
 
@@ -265,11 +265,16 @@ func (m *Manager) Recover(ctx context.Context, mode RecoverMode) ([]Recovered, e
 			owned[j.ID] = true
 			rec := Recovered{ID: j.ID, Op: j.Op, Artifact: j.Artifact, From: j.Source.Tier, To: j.Dest.Tier, Step: j.Step}
 			err := m.recoverOne(ctx, j, t, mode, &rec)
+			var offline *OfflineError
 			if err != nil {
 				rec.Error = err.Error()
-				if errors.Is(err, ErrBusy) {
+				switch {
+				case errors.Is(err, ErrBusy):
 					rec.Outcome = "busy"
-				} else {
+				case errors.As(err, &offline):
+					rec.Outcome = "offline"
+					m.notef("%v", err)
+				default:
 					rec.Outcome = "failed"
 					errs = append(errs, fmt.Errorf("recovering %s of %s (journal %s): %w", j.Op, j.Artifact, j.ID, err))
 				}

@@ -291,7 +291,8 @@ for a migration): they can only go forward. Interrupted copies are resumed
 from their last checkpoint and finished, or with --rollback their temporary
 files are deleted and the source stays as it was. Temporary files no
 journal owns are removed. An operation another process is running is left
-alone and reported busy (exit code 4).
+alone and reported busy (exit code 4); one whose other tier is offline (an
+unplugged disk) waits for it, untouched (exit code 1).
 
 Examples:
   gguftool tiers recover
@@ -332,8 +333,11 @@ Examples:
 				return err
 			}
 			for _, r := range recs {
-				if r.Outcome == "busy" {
+				switch r.Outcome {
+				case "busy":
 					return &cmdutil.ExitError{Code: cmdutil.ExitBusy, Err: fmt.Errorf("%s of %s is in progress in another process", r.Op, r.Artifact)}
+				case "offline":
+					return &cmdutil.ExitError{Code: cmdutil.ExitFailure, Err: fmt.Errorf("%s of %s waits for an offline tier", r.Op, r.Artifact)}
 				}
 			}
 			return nil
