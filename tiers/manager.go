@@ -379,6 +379,11 @@ func (m *Manager) transfer(ctx context.Context, op Op, name, from string, to *Ti
 		return nil, err
 	}
 	if !j.Twin {
+		for _, u := range j.units() {
+			if _, err := m.FS.Lstat(u.final); err == nil {
+				return nil, fmt.Errorf("tiers: %s already exists on %s and is not a copy of %s: move it away first", u.final, to.Name, name)
+			}
+		}
 		if err := m.checkFree(j); err != nil {
 			return nil, err
 		}
@@ -722,6 +727,13 @@ func (m *Manager) cachedTwin(src *Artifact, srcRoot, dstRoot string) (map[string
 func (m *Manager) CachedTwin(a, b *Tier, art *Artifact) bool {
 	_, ok := m.cachedTwin(art, a.Root, b.Root)
 	return ok
+}
+
+// ShareLock takes a shared lock on the artifact in a tier, as a reader
+// that must not see it migrated away meanwhile (twins find --verify).
+func (m *Manager) ShareLock(t *Tier, name string) (func(), error) {
+	unlock, err := m.Locker.Lock(m.FS, t.Root, name, false)
+	return unlock, relabel(err, t)
 }
 
 // RecordVerified stores digests just verified for copies in two tiers.

@@ -317,3 +317,19 @@ func TestCopyVerifyMismatch(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateOntoForeignPath refuses, before writing anything, a copy
+// whose final name is taken by something that is not the artifact.
+func TestMigrateOntoForeignPath(t *testing.T) {
+	s := crashScenarios()[0]
+	mem, cfg := newWorld(t, s, fixtureFiles(6))
+	put(t, mem, "/cold", map[string][]byte{"packs/moe/notes.txt": []byte("mine")})
+	m := memManager(cfg, mem, &MemLocker{})
+	_, err := m.Migrate(context.Background(), "packs/moe", "", mustTier(t, cfg, "cold"), false)
+	if err == nil || !strings.Contains(err.Error(), "/cold/packs/moe already exists") {
+		t.Fatalf("migrate onto a foreign directory: %v", err)
+	}
+	if left := leftovers(mem, cfg); len(left) > 0 {
+		t.Fatalf("left: %v", left)
+	}
+}

@@ -448,7 +448,9 @@ func (m *Manager) Scrub(ctx context.Context, names []string, olderThan time.Dura
 }
 
 func (m *Manager) scrubArtifact(ctx context.Context, t *Tier, a *Artifact, cutoff int64, r *ScrubResult) error {
-	unlock, err := m.Locker.Lock(m.FS, t.Root, a.Name, true)
+	// A shared lock: a server may keep its lease, a migration may not
+	// start meanwhile.
+	unlock, err := m.Locker.Lock(m.FS, t.Root, a.Name, false)
 	if errors.Is(err, ErrBusy) {
 		r.Skipped++
 		r.Findings = append(r.Findings, Finding{Tier: t.Name, Artifact: a.Name, Path: filepath.Join(t.Root, a.Name), Outcome: "busy", Detail: err.Error()})

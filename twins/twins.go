@@ -208,6 +208,10 @@ func Find(ctx context.Context, m *tiers.Manager, name string, from *tiers.Tier, 
 		c.Level = tiers.LevelStructure
 		switch {
 		case verify:
+			unlock, err := lockPair(m, from, l.Tier, name)
+			if err != nil {
+				return nil, err
+			}
 			v, err := tiers.VerifyContent(ctx, m.FS, m.Hasher, from.Root, orig, l.Tier.Root, l.Artifact, progress)
 			if err == nil {
 				c.Level = v.Level
@@ -219,6 +223,7 @@ func Find(ctx context.Context, m *tiers.Manager, name string, from *tiers.Tier, 
 					err = &ContainerError{Path: c.Path, Err: err}
 				}
 			}
+			unlock()
 			if errors.Is(err, tiers.ErrNotTwin) {
 				c.Reason = err.Error()
 			} else if err != nil {
@@ -232,4 +237,19 @@ func Find(ctx context.Context, m *tiers.Manager, name string, from *tiers.Tier, 
 		out.Candidates = append(out.Candidates, c)
 	}
 	return out, nil
+}
+
+// lockPair takes shared locks on the artifact in both tiers, so neither
+// copy is migrated away while it is read.
+func lockPair(m *tiers.Manager, a, b *tiers.Tier, name string) (func(), error) {
+	ua, err := m.ShareLock(a, name)
+	if err != nil {
+		return nil, err
+	}
+	ub, err := m.ShareLock(b, name)
+	if err != nil {
+		ua()
+		return nil, err
+	}
+	return func() { ub(); ua() }, nil
 }
