@@ -1,0 +1,239 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+
+	"github.com/gguftool/gguftool/container"
+	"github.com/gguftool/gguftool/gguf"
+)
+
+// Options configure how a model is opened.
+type Options struct {
+	// Threads is the number of compute threads; 0 means GOMAXPROCS.
+	Threads int
+	// Cache configures the expert cache of a pack; unused for a GGUF,
+	// whose experts are all resident.
+	Cache CacheOptions
+	// ResidentExperts loads every expert of a pack into RAM instead of
+	// streaming them: the pack's resident mode, the oracle for streaming.
+	ResidentExperts bool
+	// Resident, if set, is a resident tier GGUF (gguftool resident-only)
+	// whose tensors replace the pack's or model's non-expert tensors.
+	Resident string
+}
+
+// Model is a loaded model: hyper-parameters, the non-expert weights in RAM,
+// and a source of routed experts.
+type Model struct {
+	Hparams *Hparams
+	// Path is what was opened: a GGUF file or a pack directory.
+	Path string
+	// Meta is the GGUF holding the metadata (tokenizer, chat template).
+	Meta *gguf.File
+	// ResidentBytes is the size of the non-expert weights held in RAM.
+	ResidentBytes int64
+
+	tokEmbd matrix
+	outNorm []float32
+	output  matrix
+	layers  []layer
+	experts ExpertSource
+	work    workers
+	closers []func() error
+}
+
+type layer struct {
+	attnNorm, ffnNorm []float32
+	wq, wk, wv, wo    matrix
+	bq, bk, bv, bo    []float32 // nil when absent
+	qNorm, kNorm      []float32 // nil unless the arch normalises q and k
+	router            matrix
+	layout            ExpertLayout
+}
+
+// Open loads a model: a GGUF file or split set (every expert resident), or
+// a pack directory (experts streamed through the cache, or all resident
+// with Options.ResidentExperts).
+func Open(path string, o Options) (*Model, error) {
+	m := &Model{Path: path}
+	m.work.n = o.Threads
+	if m.work.n <= 0 {
+		m.work.n = goruntime.GOMAXPROCS(0)
+	}
+	var err error
+	if st, serr := os.Stat(path); serr == nil && st.IsDir() {
+		err = m.openPack(path, o)
+	} else {
+		err = m.openGGUF(path, o)
+	}
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Model) openGGUF(path string, o Options) error {
+	set, err := gguf.OpenSet(path)
+	if err != nil {
+		return err
+	}
+	m.closers = append(m.closers, set.Close)
+	m.Meta = set.Meta()
+	if m.Hparams, err = ReadHparams(m.Meta); err != nil {
+		return err
+	}
+	l := &loader{tab: setTable{set}}
+	res, err := loadResidentExperts(l, m.Hparams)
+	if err != nil {
+		return err
+	}
+	m.experts = res
+	return m.loadResident(l, o.Resident)
+}
+
+func (m *Model) openPack(dir string, o Options) error {
+	if _, err := os.Stat(filepath.Join(dir, container.ManifestName)); err != nil {
+		return fmt.Errorf("runtime: %s is a directory without %s, so not a pack", dir, container.ManifestName)
+	}
+	p, err := container.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	m.closers = append(m.closers, p.Close)
+	m.Meta = p.Resident
+	if m.Hparams, err = ReadHparams(m.Meta); err != nil {
+		return err
+	}
+	if o.ResidentExperts {
+		res, err := loadPackResident(p, m.Hparams)
+		if err != nil {
+			return err
+		}
+		m.experts = res
+	} else {
+		ps, err := openPackExperts(p, m.Hparams, o.Cache)
+		if err != nil {
+			return err
+		}
+		m.experts = ps
+	}
+	return m.loadResident(&loader{tab: fileTable{p.Resident}}, o.Resident)
+}
+
+// loadResident reads the non-expert weights, from the model itself or from
+// a resident tier file.
+func (m *Model) loadResident(l *loader, tier string) error {
+	if tier != "" {
+		f, err := gguf.Open(tier)
+		if err != nil {
+			return err
+		}
+		m.closers = append(m.closers, f.Close)
+		if a := f.Architecture(); a != "" && a != m.Hparams.Arch {
+			return &ModelError{File: tier, Msg: fmt.Sprintf("resident tier is for %s, the model is %s", a, m.Hparams.Arch)}
+		}
+		l = &loader{tab: fileTable{f}}
+	}
+	h := m.Hparams
+	D, V := h.Embd, h.Vocab
+	if V <= 0 {
+		return &ModelError{File: l.tab.where(), Msg: "no tokenizer.ggml.tokens, so no vocabulary size"}
+	}
+	var err error
+	if m.tokEmbd, err = l.matrix("token_embd.weight", D, V, 0); err != nil {
+		return err
+	}
+	if m.outNorm, err = l.vector("output_norm.weight", D); err != nil {
+		return err
+	}
+	out, err := l.optionalMatrix("output.weight", D, V)
+	switch {
+	case err != nil:
+		return err
+	case out != nil:
+		m.output = *out
+	case h.Arch == "olmoe":
+		return l.missing("output.weight")
+	default:
+		m.output = m.tokEmbd // tied, as llama.cpp does when output.weight is absent
+	}
+	m.layers = make([]layer, h.Layers)
+	for i := range m.layers {
+		if err := m.loadLayer(l, i); err != nil {
+			return err
+		}
+	}
+	m.ResidentBytes = l.bytes
+	return nil
+}
+
+func (m *Model) loadLayer(l *loader, i int) error {
+	h := m.Hparams
+	D, HD, E := h.Embd, h.HeadDim, h.Experts
+	qDim, kvDim := h.Heads*HD, h.HeadsKV*HD
+	p := fmt.Sprintf("blk.%d.", i)
+	L := &m.layers[i]
+	var errs []error
+	vec := func(dst *[]float32, name string, n int, optional bool) {
+		var err error
+		if optional {
+			*dst, err = l.optionalVector(p+name, n)
+		} else {
+			*dst, err = l.vector(p+name, n)
+		}
+		errs = append(errs, err)
+	}
+	mat := func(dst *matrix, name string, cols, rows int) {
+		var err error
+		*dst, err = l.matrix(p+name, cols, rows, 0)
+		errs = append(errs, err)
+	}
+	vec(&L.attnNorm, "attn_norm.weight", D, false)
+	vec(&L.ffnNorm, "ffn_norm.weight", D, false)
+	mat(&L.wq, "attn_q.weight", D, qDim)
+	mat(&L.wk, "attn_k.weight", D, kvDim)
+	mat(&L.wv, "attn_v.weight", D, kvDim)
+	mat(&L.wo, "attn_output.weight", qDim, D)
+	vec(&L.bq, "attn_q.bias", qDim, true)
+	vec(&L.bk, "attn_k.bias", kvDim, true)
+	vec(&L.bv, "attn_v.bias", kvDim, true)
+	vec(&L.bo, "attn_output.bias", D, true)
+	switch h.qkNorm {
+	case qkNormPerHead:
+		vec(&L.qNorm, "attn_q_norm.weight", HD, false)
+		vec(&L.kNorm, "attn_k_norm.weight", HD, false)
+	case qkNormWhole:
+		vec(&L.qNorm, "attn_q_norm.weight", qDim, false)
+		vec(&L.kNorm, "attn_k_norm.weight", kvDim, false)
+	}
+	mat(&L.router, "ffn_gate_inp.weight", D, E)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	L.layout = m.experts.Layout(i)
+	return nil
+}
+
+// Experts returns the model's expert source.
+func (m *Model) Experts() ExpertSource { return m.experts }
+
+// Threads is the number of compute threads.
+func (m *Model) Threads() int { return m.work.n }
+
+// Close releases the model's files and memory.
+func (m *Model) Close() error {
+	var errs []error
+	if m.experts != nil {
+		errs = append(errs, m.experts.Close())
+	}
+	for i := len(m.closers) - 1; i >= 0; i-- {
+		errs = append(errs, m.closers[i]())
+	}
+	m.closers = nil
+	return errors.Join(errs...)
+}
