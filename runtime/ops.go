@@ -74,11 +74,7 @@ func (w *workers) mulMat(m *matrix, a *acts, out []float32) {
 		for r := lo; r < hi; r++ {
 			wr := m.row(r)
 			for t := range n {
-				v, err := quant.VecDot(m.typ, wr, a.row(t), m.cols)
-				if err != nil {
-					panic("runtime: " + err.Error()) // shapes were checked at load
-				}
-				out[t*rows+r] = v
+				out[t*rows+r] = m.dot.Dot(wr, a.row(t))
 			}
 		}
 	})

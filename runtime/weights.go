@@ -52,6 +52,7 @@ type matrix struct {
 	rows     int
 	rowBytes int
 	data     []byte
+	dot      quant.Dotter
 }
 
 func (m *matrix) row(r int) []byte { return m.data[r*m.rowBytes : (r+1)*m.rowBytes] }
@@ -80,7 +81,11 @@ func newMatrix(name string, t gguf.Type, cols, rows int, data []byte) (matrix, e
 	if len(data) != rows*rb {
 		return matrix{}, fmt.Errorf("runtime: tensor %s: %d bytes for %d rows of %d %s values", name, len(data), rows, cols, t)
 	}
-	return matrix{name: name, typ: t, vt: vt, cols: cols, rows: rows, rowBytes: rb, data: data}, nil
+	dot, err := quant.NewDotter(t, cols)
+	if err != nil {
+		return matrix{}, fmt.Errorf("%w: tensor %s: %v", ErrUnsupported, name, err)
+	}
+	return matrix{name: name, typ: t, vt: vt, cols: cols, rows: rows, rowBytes: rb, data: data, dot: dot}, nil
 }
 
 // loader reads tensors of one table into RAM, checking each shape.

@@ -236,3 +236,43 @@ func roundToOdd(p, c, s float64) float64 {
 }
 
 func f32At(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }
+
+// kernelSet names the dot-product kernels in use: "generic" (pure Go, the
+// reference) or "avx2".
+var kernelSet = "generic"
+
+// Kernels names the dot-product kernels in use: "generic" (pure Go, the
+// reference, also chosen by GGUFTOOL_KERNELS=generic) or "avx2" (vector
+// kernels, bit-identical to the reference).
+func Kernels() string { return kernelSet }
+
+// Dotter is VecDot for one weight type and row length, resolved once so a
+// matrix product can call it per row without re-checking the type.
+type Dotter struct {
+	t              gguf.Type
+	nb             int
+	wBytes, aBytes int
+	fn             func(w, a []byte, nb int) float32
+}
+
+// NewDotter checks what VecDot checks about t and n, once.
+func NewDotter(t gguf.Type, n int) (Dotter, error) {
+	vt := VecDotType(t)
+	if vt == gguf.TypeCount {
+		return Dotter{}, fmt.Errorf("quant: no dot product for %s", t)
+	}
+	bs, vbs := int(t.BlockSize()), int(vt.BlockSize())
+	if n <= 0 || n%bs != 0 || n%vbs != 0 {
+		return Dotter{}, fmt.Errorf("quant: %d values are not whole %s and %s blocks", n, t, vt)
+	}
+	return Dotter{t: t, nb: n / bs, wBytes: n / bs * int(t.BlockBytes()), aBytes: n / vbs * int(vt.BlockBytes()), fn: dotKernels[t].fn}, nil
+}
+
+// Dot is VecDot(t, w, a, n). It panics if w or a has the wrong length,
+// which only a caller that did not size them from the same n can cause.
+func (d Dotter) Dot(w, a []byte) float32 {
+	if len(w) != d.wBytes || len(a) != d.aBytes {
+		panic(fmt.Sprintf("quant: Dotter(%s): %d weight and %d activation bytes, want %d and %d", d.t, len(w), len(a), d.wBytes, d.aBytes))
+	}
+	return d.fn(w, a, d.nb)
+}

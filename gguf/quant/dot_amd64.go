@@ -1,0 +1,43 @@
+//go:build amd64 && !purego
+
+package quant
+
+import (
+	"os"
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+
+	"github.com/gguftool/gguftool/gguf"
+)
+
+// Vector kernels for amd64, chosen at start-up when the CPU has AVX2, FMA
+// and F16C (the haswell level llama.cpp's reference backend targets). Each
+// returns bit for bit what the Go kernel it replaces returns: the integer
+// sums are exact whatever the instruction order, F16 scales convert
+// exactly with VCVTPH2PS, and the float accumulation is the same sequence
+// of rounded products and fused multiply-adds. GGUFTOOL_KERNELS=generic
+// keeps the pure-Go kernels (the reference), as does the purego build tag.
+
+//go:noescape
+func dotQ8_0AVX2(w, a *byte, nb int) float32
+
+func vecDotQ8_0AVX2(w, a []byte, nb int) float32 {
+	if nb == 0 {
+		return 0
+	}
+	_ = w[nb*blockQ8_0-1]
+	_ = a[nb*blockQ8_0-1]
+	return dotQ8_0AVX2(unsafe.SliceData(w), unsafe.SliceData(a), nb)
+}
+
+// haveAVX2 is whether the vector kernels run on this CPU.
+var haveAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+
+func init() {
+	if !haveAVX2 || os.Getenv("GGUFTOOL_KERNELS") == "generic" {
+		return
+	}
+	dotKernels[gguf.TypeQ8_0].fn = vecDotQ8_0AVX2
+	kernelSet = "avx2"
+}
