@@ -15,6 +15,9 @@ type CacheOptions struct {
 	// Slots is the number of experts the cache holds; 0 with Bytes 0
 	// means no cache: every routed expert is read from the pack.
 	Slots int
+	// Auto sizes the cache from the memory available (AutoCacheBytes),
+	// when neither Bytes nor Slots is set.
+	Auto bool
 	// Policy is the eviction policy: lru (default), lfu or lfru.
 	Policy string
 	// Backend is the I/O backend (auto, uring, pread).

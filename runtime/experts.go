@@ -20,6 +20,33 @@ type ExpertLayout struct {
 // types. They are valid only during the call they are passed to.
 type Expert struct {
 	Gate, Up, Down []byte
+	// From is where the bytes were served from.
+	From Tier
+}
+
+// Tier is where an expert was served from.
+type Tier uint8
+
+// The tiers, in the trace format's encoding (docs/format/trace.md).
+const (
+	TierResident Tier = iota // every expert held in RAM
+	TierRAM                  // a hit in the host expert cache
+	TierSSD                  // a miss read from the pack
+	TierVRAM                 // a hit in a device cache
+)
+
+func (t Tier) String() string {
+	switch t {
+	case TierResident:
+		return "resident"
+	case TierRAM:
+		return "ram"
+	case TierSSD:
+		return "ssd"
+	case TierVRAM:
+		return "vram"
+	}
+	return fmt.Sprintf("tier(%d)", uint8(t))
 }
 
 // ExpertSource serves routed experts. It decides where an expert's bytes
@@ -107,7 +134,7 @@ func (r *residentExperts) Layout(layer int) ExpertLayout {
 func (r *residentExperts) Fetch(ctx context.Context, layer int, experts []int, use func(int, Expert) error) error {
 	rl := &r.layers[layer]
 	for _, e := range experts {
-		w := Expert{Up: rl.up.slice(e).data, Down: rl.down.slice(e).data}
+		w := Expert{Up: rl.up.slice(e).data, Down: rl.down.slice(e).data, From: TierResident}
 		if rl.gate != nil {
 			w.Gate = rl.gate.slice(e).data
 		}

@@ -120,6 +120,9 @@ type GenerateOptions struct {
 	OnToken func(id int) error
 	// Context is the session's length; 0 means prompt + MaxTokens.
 	Context int
+	// Trace, if set, receives every position's routing decisions
+	// (Session.Trace).
+	Trace func(pos int, events []RouteEvent) error
 }
 
 // Generation is a generation's result.
@@ -167,6 +170,7 @@ func (m *Model) Generate(ctx context.Context, prompt []int, o GenerateOptions) (
 	if err != nil {
 		return nil, err
 	}
+	s.Trace = o.Trace
 	g := &Generation{StopReason: "length"}
 	tel := &g.Telemetry
 	tel.PromptTokens, tel.Threads = len(prompt), m.work.n

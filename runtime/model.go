@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -44,6 +45,7 @@ type Model struct {
 	experts ExpertSource
 	work    workers
 	closers []func() error
+	digest  [16]byte // identifies the model in traces
 }
 
 type layer struct {
@@ -87,6 +89,9 @@ func (m *Model) openGGUF(path string, o Options) error {
 	if m.Hparams, err = ReadHparams(m.Meta); err != nil {
 		return err
 	}
+	if m.digest, err = identity(m.Meta.ReaderAt(), m.Meta.DataOffset); err != nil {
+		return err
+	}
 	l := &loader{tab: setTable{set}}
 	res, err := loadResidentExperts(l, m.Hparams)
 	if err != nil {
@@ -107,6 +112,13 @@ func (m *Model) openPack(dir string, o Options) error {
 	m.closers = append(m.closers, p.Close)
 	m.Meta = p.Resident
 	if m.Hparams, err = ReadHparams(m.Meta); err != nil {
+		return err
+	}
+	manifest, err := os.ReadFile(filepath.Join(dir, container.ManifestName))
+	if err != nil {
+		return err
+	}
+	if m.digest, err = identity(bytes.NewReader(manifest), int64(len(manifest))); err != nil {
 		return err
 	}
 	if o.ResidentExperts {

@@ -84,6 +84,17 @@ func openPackExperts(p *container.OpenPack, h *Hparams, o CacheOptions) (*packEx
 	}
 	stride := p.MaxStride()
 	slots := o.Slots
+	if o.Auto && slots == 0 && o.Bytes == 0 {
+		mem, err := AvailableMemory()
+		if err != nil {
+			return nil, err
+		}
+		var all int64
+		for _, c := range p.Manifest.Containers {
+			all += int64(c.Experts) * stride
+		}
+		o.Bytes = AutoCacheBytes(mem, p.Manifest.Resident.Size, all)
+	}
 	if slots == 0 && o.Bytes > 0 {
 		slots = int(min(o.Bytes/stride, int64(h.Layers)*int64(h.Experts)))
 	}
@@ -114,9 +125,9 @@ func openPackExperts(p *container.OpenPack, h *Hparams, o CacheOptions) (*packEx
 
 func (ps *packExperts) Layout(layer int) ExpertLayout { return ps.layers[layer].layout }
 
-func (ps *packExperts) expert(layer int, rec []byte, comp func(int) []byte) Expert {
+func (ps *packExperts) expert(layer int, from Tier, comp func(int) []byte) Expert {
 	pl := &ps.layers[layer]
-	w := Expert{Up: comp(pl.up), Down: comp(pl.down)}
+	w := Expert{Up: comp(pl.up), Down: comp(pl.down), From: from}
 	if pl.gate >= 0 {
 		w.Gate = comp(pl.gate)
 	}
@@ -154,7 +165,7 @@ func (ps *packExperts) Fetch(ctx context.Context, layer int, experts []int, use 
 		return err
 	}
 	for _, h := range hits {
-		if err := use(h[0], ps.expert(layer, hitRecs[h[1]], component(hitRecs[h[1]]))); err != nil {
+		if err := use(h[0], ps.expert(layer, TierRAM, component(hitRecs[h[1]]))); err != nil {
 			return errors.Join(err, ps.drain(batch, reads))
 		}
 	}
@@ -219,7 +230,7 @@ func (ps *packExperts) complete(ctx context.Context, layer int, batch *ioengine.
 		}
 		rec := rd.Record()
 		ps.stats.BytesRead += uint64(len(rec))
-		if err := use(rd.Expert, ps.expert(layer, rec, component(rec))); err != nil {
+		if err := use(rd.Expert, ps.expert(layer, TierSSD, component(rec))); err != nil {
 			return errors.Join(err, ps.drain(batch, reads))
 		}
 		ps.cache.put(cacheKey(layer, rd.Expert), rec)

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -22,20 +23,25 @@ type Session struct {
 	k, v   [][]float32 // per layer: positions × kv dim
 	n      int         // positions evaluated
 
-	// Trace, if set, is called with every routing decision.
-	Trace func(RouteEvent)
+	// Trace, if set, is called once per position with that position's
+	// routing decisions, ordered by layer and rank, after the forward
+	// pass that made them.
+	Trace  func(pos int, events []RouteEvent) error
+	events []RouteEvent
 
 	stats EvalStats
 	as    actSet
 }
 
-// RouteEvent is one routed expert of one position in one layer, and where
-// it was served from.
+// RouteEvent is one routed expert of one position in one layer: its rank
+// in the router's order, and where it was served from.
 type RouteEvent struct {
 	Pos     int
 	Layer   int
 	Expert  int
+	Rank    int
 	Prefill bool
+	From    Tier
 }
 
 // EvalStats are a session's compute counters.
@@ -122,6 +128,11 @@ func (s *Session) forward(ctx context.Context, tokens []int, last, all bool) ([]
 		}
 		s.attention(il, x, buf, T)
 		if err := s.moe(ctx, il, x, buf, T); err != nil {
+			return nil, err
+		}
+	}
+	if s.Trace != nil {
+		if err := s.flushTrace(T); err != nil {
 			return nil, err
 		}
 	}
@@ -304,16 +315,15 @@ func (s *Session) moe(ctx context.Context, il int, x, hbuf []float32, T int) err
 				experts = append(experts, e)
 			}
 			users[e] = append(users[e], t*K+slot)
-			if s.Trace != nil {
-				s.Trace(RouteEvent{Pos: s.n + t, Layer: il, Expert: e, Prefill: T > 1})
-			}
 		}
 	}
 
 	contrib := make([]float32, T*K*D) // (t, slot) → weighted expert output
 	var in, act, gate, up, down []float32
 	var sub actSet
+	from := map[int]Tier{}
 	err := m.experts.Fetch(ctx, il, experts, func(e int, w Expert) error {
+		from[e] = w.From
 		uses := users[e]
 		n := len(uses)
 		in = grow(in, n*D)
@@ -364,6 +374,13 @@ func (s *Session) moe(ctx context.Context, il int, x, hbuf []float32, T int) err
 	if err != nil {
 		return err
 	}
+	if s.Trace != nil {
+		for t, r := range routes {
+			for rank, e := range r.ids {
+				s.events = append(s.events, RouteEvent{Pos: s.n + t, Layer: il, Expert: e, Rank: rank, Prefill: T > 1, From: from[e]})
+			}
+		}
+	}
 	// Sum in the router's order, whatever order the experts arrived in.
 	for t := range T {
 		acc := contrib[t*K*D : t*K*D+D]
@@ -386,4 +403,23 @@ func grow(b []float32, n int) []float32 {
 		return make([]float32, n)
 	}
 	return b[:n]
+}
+
+// flushTrace hands the batch's routing decisions to Trace, position by
+// position; within a layer they were recorded in rank order.
+func (s *Session) flushTrace(T int) error {
+	ev := s.events
+	s.events = s.events[:0]
+	slices.SortStableFunc(ev, func(a, b RouteEvent) int { return cmp.Or(a.Pos-b.Pos, a.Layer-b.Layer, a.Rank-b.Rank) })
+	for lo := 0; lo < len(ev); {
+		hi := lo
+		for hi < len(ev) && ev[hi].Pos == ev[lo].Pos {
+			hi++
+		}
+		if err := s.Trace(ev[lo].Pos, ev[lo:hi]); err != nil {
+			return err
+		}
+		lo = hi
+	}
+	return nil
 }

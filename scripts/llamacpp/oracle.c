@@ -4,6 +4,7 @@
 //   oracle --bins DIR MODEL load
 //   oracle --bins DIR MODEL generate --prompt 1,2,3 -n 16
 //   oracle --bins DIR MODEL score --ids 1,2,3,4 [--top 16] [--logits-out FILE]
+//   oracle --bins DIR MODEL bench --prompt-tokens 32 -n 128 [--kv f16] [--cpu best] [--mmap]
 //
 // Common flags: --kv f32|f16 (KV cache type, default f32), --threads N
 // (default 2), --cpu VARIANT (the ggml CPU backend library to load,
@@ -14,11 +15,16 @@
 // token at a time; reports the ids and the log-probability of each chosen
 // token. score: teacher forcing, all ids in one batch with logits at every
 // position; reports, per position, the log-probability of the next id and
-// the top log-probabilities.
+// the top log-probabilities. bench: the speed peer of gguftool bench
+// decode: load (read into RAM, or mmap with --mmap), prefill a prompt of
+// ids 100, 101, … in one batch, decode greedily; reports the seconds of
+// each phase. --cpu best loads the CPU variant llama.cpp picks itself.
+#define _POSIX_C_SOURCE 200809L // clock_gettime
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ggml-backend.h"
 #include "llama.h"
@@ -26,6 +32,12 @@
 static void die(const char *msg) {
     fprintf(stderr, "oracle: %s\n", msg);
     exit(1);
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static void quiet_log(enum ggml_log_level level, const char *text, void *user) {
@@ -88,7 +100,7 @@ static void print_top(const double *lp, int n, int top) {
 int main(int argc, char **argv) {
     const char *bins = NULL, *model_path = NULL, *mode = NULL, *prompt = NULL, *ids_arg = NULL;
     const char *kv = "f32", *cpu = "haswell", *logits_out = NULL;
-    int n_gen = 16, threads = 2, top = 16;
+    int n_gen = 16, threads = 2, top = 16, prompt_tokens = 32, use_mmap = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -108,27 +120,36 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "-n") && next) { n_gen = atoi(next); i++; continue; }
         if (!strcmp(a, "--threads") && next) { threads = atoi(next); i++; continue; }
         if (!strcmp(a, "--top") && next) { top = atoi(next); i++; continue; }
+        if (!strcmp(a, "--prompt-tokens") && next) { prompt_tokens = atoi(next); i++; continue; }
+        if (!strcmp(a, "--mmap")) { use_mmap = 1; continue; }
         if (!model_path) { model_path = a; continue; }
         if (!mode) { mode = a; continue; }
         die("unexpected argument");
     }
-    if (!bins || !model_path || !mode) die("usage: oracle --bins DIR MODEL load|generate|score [flags]");
+    if (!bins || !model_path || !mode) die("usage: oracle --bins DIR MODEL load|generate|score|bench [flags]");
 
     llama_log_set(quiet_log, NULL);
     ggml_log_set(quiet_log, NULL);
-    char lib[4096];
-    snprintf(lib, sizeof lib, "%s/libggml-cpu-%s.so", bins, cpu);
-    if (!ggml_backend_load(lib)) die("cannot load the CPU backend library");
+    if (!strcmp(cpu, "best")) {
+        ggml_backend_load_all_from_path(bins); // the variant llama.cpp itself picks for this CPU
+    } else {
+        char lib[4096];
+        snprintf(lib, sizeof lib, "%s/libggml-cpu-%s.so", bins, cpu);
+        if (!ggml_backend_load(lib)) die("cannot load the CPU backend library");
+    }
     llama_backend_init();
 
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
-    mp.load_mode = LLAMA_LOAD_MODE_NONE; // read into RAM: page-cache reclaim cannot stall it
+    // Read into RAM unless --mmap: page-cache reclaim cannot stall it.
+    mp.load_mode = use_mmap ? LLAMA_LOAD_MODE_MMAP : LLAMA_LOAD_MODE_NONE;
+    double t_load = now();
     struct llama_model *model = llama_model_load_from_file(model_path, mp);
     if (!model) {
         printf("{\"ok\":false,\"error\":\"llama.cpp failed to load the model\"}\n");
         return 2;
     }
+    t_load = now() - t_load;
     const struct llama_vocab *vocab = llama_model_get_vocab(model);
     int n_vocab = llama_vocab_n_tokens(vocab);
     if (!strcmp(mode, "load")) {
@@ -149,6 +170,11 @@ int main(int argc, char **argv) {
     } else if (!strcmp(mode, "score")) {
         if (!ids_arg) die("score needs --ids");
         n_ids = parse_ids(ids_arg, &ids);
+    } else if (!strcmp(mode, "bench")) {
+        // A prompt of ids 100, 101, … (as gguftool bench decode uses).
+        n_ids = prompt_tokens;
+        ids = malloc(sizeof(llama_token) * (n_ids > 0 ? n_ids : 1));
+        for (int i = 0; i < n_ids; i++) ids[i] = (100 + i) % n_vocab;
     } else {
         die("unknown mode");
     }
@@ -157,9 +183,10 @@ int main(int argc, char **argv) {
         if (ids[i] < 0 || ids[i] >= n_vocab) die("id out of vocabulary");
 
     struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = 1024;
-    cp.n_batch = 1024;
-    cp.n_ubatch = 1024;
+    int n_ctx = n_ids + n_gen > 1024 ? n_ids + n_gen : 1024;
+    cp.n_ctx = n_ctx;
+    cp.n_batch = n_ctx;
+    cp.n_ubatch = n_ctx;
     cp.n_threads = threads;
     cp.n_threads_batch = threads;
     cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
@@ -174,7 +201,25 @@ int main(int argc, char **argv) {
     if (!ctx) die("cannot create a context");
     double *lp = malloc(sizeof(double) * n_vocab);
 
-    if (!strcmp(mode, "generate")) {
+    if (!strcmp(mode, "bench")) {
+        // Prefill the prompt in one batch, then decode greedily; the first
+        // token comes from the prefill's logits, so decode times n_gen−1
+        // forward passes.
+        struct llama_batch batch = llama_batch_get_one(ids, n_ids);
+        double t0 = now();
+        if (llama_decode(ctx, batch)) die("llama_decode failed");
+        double t_prefill = now() - t0;
+        llama_token tok = argmax(llama_get_logits_ith(ctx, -1), n_vocab);
+        printf("{\"ok\":true,\"load_seconds\":%.6f,\"prompt_tokens\":%d,\"prefill_seconds\":%.6f,\"tokens\":[%d", t_load, n_ids, t_prefill, tok);
+        t0 = now();
+        for (int step = 1; step < n_gen; step++) {
+            batch = llama_batch_get_one(&tok, 1);
+            if (llama_decode(ctx, batch)) die("llama_decode failed");
+            tok = argmax(llama_get_logits_ith(ctx, -1), n_vocab);
+            printf(",%d", tok);
+        }
+        printf("],\"decode_seconds\":%.6f}\n", now() - t0);
+    } else if (!strcmp(mode, "generate")) {
         printf("{\"ok\":true,\"prompt_len\":%d,\"greedy\":[", n_ids);
         struct llama_batch batch = llama_batch_get_one(ids, n_ids);
         double *chosen = malloc(sizeof(double) * (n_gen > 0 ? n_gen : 1));
