@@ -221,21 +221,17 @@ func (s *Session) attention(il int, x, hbuf []float32, T int) {
 			kvh := hd / group
 			sc := scores[:pos+1]
 			for j := range sc {
-				kj := kc[j*kvDim+kvh*HD : j*kvDim+(kvh+1)*HD]
-				var dot float32
-				for d, qv := range qh {
-					dot += qv * kj[d]
-				}
-				sc[j] = dot * scale
+				sc[j] = quant.DotFloat32(qh, kc[j*kvDim+kvh*HD:j*kvDim+(kvh+1)*HD]) * scale
 			}
 			softmax(sc)
+			// Each output value sums its products in position order.
 			out := att[t*qDim+hd*HD : t*qDim+(hd+1)*HD]
-			for d := range out {
-				var sum float32
-				for j, p := range sc {
-					sum += vc[j*kvDim+kvh*HD+d] * p
+			clear(out)
+			for j, p := range sc {
+				vj := vc[j*kvDim+kvh*HD : j*kvDim+(kvh+1)*HD]
+				for d, v := range vj {
+					out[d] += float32(v * p)
 				}
-				out[d] = sum
 			}
 		}
 	})

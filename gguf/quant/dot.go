@@ -276,3 +276,10 @@ func (d Dotter) Dot(w, a []byte) float32 {
 	}
 	return d.fn(w, a, d.nb)
 }
+
+// DotFloat32 is VecDot(F32) on float slices: ggml_vec_dot_f32's arithmetic
+// over the first len(x) values of x and y.
+func DotFloat32(x, y []float32) float32 {
+	y = y[:len(x)]
+	return dotFloat32(x, y)
+}

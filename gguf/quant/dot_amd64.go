@@ -31,6 +31,24 @@ func vecDotQ8_0AVX2(w, a []byte, nb int) float32 {
 	return dotQ8_0AVX2(unsafe.SliceData(w), unsafe.SliceData(a), nb)
 }
 
+//go:noescape
+func dotF32AVX2(x, y *float32, n int) float32
+
+func vecDotF32AVX2(w, a []byte, n int) float32 {
+	if n == 0 {
+		return 0
+	}
+	_ = w[4*n-1]
+	_ = a[4*n-1]
+	return dotF32AVX2((*float32)(unsafe.Pointer(unsafe.SliceData(w))), (*float32)(unsafe.Pointer(unsafe.SliceData(a))), n)
+}
+
+// dotFloat32 is DotFloat32's kernel.
+var dotFloat32 = func(x, y []float32) float32 {
+	return vecDotF32(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*len(x)),
+		unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(y))), 4*len(x)), len(x))
+}
+
 // haveAVX2 is whether the vector kernels run on this CPU.
 var haveAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 
@@ -39,5 +57,12 @@ func init() {
 		return
 	}
 	dotKernels[gguf.TypeQ8_0].fn = vecDotQ8_0AVX2
+	dotKernels[gguf.TypeF32].fn = vecDotF32AVX2
+	dotFloat32 = func(x, y []float32) float32 {
+		if len(x) == 0 {
+			return 0
+		}
+		return dotF32AVX2(unsafe.SliceData(x), unsafe.SliceData(y), len(x))
+	}
 	kernelSet = "avx2"
 }

@@ -44,3 +44,80 @@ loop:
 	VZEROUPPER
 	MOVSS X0, ret+24(FP)
 	RET
+
+// func dotF32AVX2(x, y *float32, n int) float32
+//
+// ggml_vec_dot_f32 on haswell, as vecDotF32 reproduces it: four registers
+// of eight fused multiply-add accumulators per 32 values, reduced as
+// (acc0+acc2)+(acc1+acc3), halves added, two horizontal adds; then the
+// tail's rounded products added one at a time down to a multiple of four,
+// and the last one to three fused.
+TEXT ·dotF32AVX2(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ CX, DX
+	SHRQ $5, DX
+	JZ   reduce
+
+chunk:
+	VMOVUPS (SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ $128, SI
+	ADDQ $128, DI
+	DECQ DX
+	JNZ  chunk
+
+reduce:
+	VADDPS Y2, Y0, Y0
+	VADDPS Y3, Y1, Y1
+	VADDPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+
+	// Tail: n mod 32 values; runs of rounded products while at least
+	// four remain before n&^3, then fused.
+	MOVQ CX, DX
+	ANDQ $31, DX
+	MOVQ CX, BX
+	ANDQ $3, BX
+	SUBQ BX, DX
+	JZ   fused
+
+plain:
+	VMOVSS (SI), X1
+	VMULSS (DI), X1, X1
+	VADDSS X1, X0, X0
+	ADDQ $4, SI
+	ADDQ $4, DI
+	DECQ DX
+	JNZ  plain
+
+fused:
+	TESTQ BX, BX
+	JZ    done
+
+fusedloop:
+	VMOVSS (SI), X1
+	VFMADD231SS (DI), X1, X0
+	ADDQ $4, SI
+	ADDQ $4, DI
+	DECQ BX
+	JNZ  fusedloop
+
+done:
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 )
 
 // TestVectorKernelsMatchGeneric: each vector kernel returns the generic
@@ -46,6 +47,16 @@ func TestVectorKernelsMatchGeneric(t *testing.T) {
 			}
 			binary.LittleEndian.PutUint16(w[i*blockQ8_0:], sw)
 			binary.LittleEndian.PutUint16(a[i*blockQ8_0:], sa)
+		}
+		n := nb*32 - rng.IntN(32)
+		x, y := make([]float32, n), make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64()) * float32(math.Pow(2, float64(rng.IntN(40)-20)))
+			y[i] = float32(rng.NormFloat64())
+		}
+		xb, yb := unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*n), unsafe.Slice((*byte)(unsafe.Pointer(&y[0])), 4*n)
+		if got, want := vecDotF32AVX2(xb, yb, n), vecDotF32(xb, yb, n); math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("F32, %d values: avx2 %g, generic %g", n, got, want)
 		}
 		got, want := vecDotQ8_0AVX2(w, a, nb), vecDotQ8_0(w, a, nb)
 		if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
