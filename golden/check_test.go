@@ -29,7 +29,8 @@ func TestRuntimeGoldens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("greedy %d/%d, max |Δ log p| %.3g at %s (tolerance %g)", r.GreedyMatch, len(f.Greedy), r.MaxLogprobDiff, r.Worst, r.Tolerance)
+			t.Logf("greedy %d/%d, max |Δ log p| %.3g at %s, median %.3g (tolerance %g, median %g)", r.GreedyMatch, len(f.Greedy),
+				r.MaxLogprobDiff, r.Worst, r.MedianLogprobDiff, r.Tolerance.LogprobAbs, r.Tolerance.MedianAbs)
 			if !r.OK {
 				t.Errorf("got greedy %v, want %v", r.Greedy, f.Greedy)
 			}

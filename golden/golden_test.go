@@ -50,7 +50,7 @@ func TestFixturesReproduce(t *testing.T) {
 		if sum != f.SHA256 {
 			t.Errorf("%s: synth now writes sha256 %s, the golden was recorded from %s", s.Name(), sum, f.SHA256)
 		}
-		if f.Spec != s || len(f.Greedy) != GreedyTokens || len(f.TeacherForced) != len(Prompt)+GreedyTokens {
+		if f.Spec != s || len(f.Greedy) != GreedyTokens || len(f.TeacherForced) != len(s.Prompt())+GreedyTokens {
 			t.Errorf("%s: fixture does not match its spec", s.Name())
 		}
 	}

@@ -2,14 +2,17 @@ package runtime
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"strings"
 
 	"github.com/gguftool/gguftool/container"
 	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/resident"
 )
 
 // Options configure how a model is opened.
@@ -141,15 +144,19 @@ func (m *Model) openPack(dir string, o Options) error {
 // a resident tier file.
 func (m *Model) loadResident(l *loader, tier string) error {
 	if tier != "" {
-		f, err := gguf.Open(tier)
+		path, err := residentTierPath(tier)
 		if err != nil {
 			return err
 		}
-		m.closers = append(m.closers, f.Close)
-		if a := f.Architecture(); a != "" && a != m.Hparams.Arch {
-			return &ModelError{File: tier, Msg: fmt.Sprintf("resident tier is for %s, the model is %s", a, m.Hparams.Arch)}
+		set, err := gguf.OpenSet(path)
+		if err != nil {
+			return err
 		}
-		l = &loader{tab: fileTable{f}}
+		m.closers = append(m.closers, set.Close)
+		if a := set.Meta().Architecture(); a != "" && a != m.Hparams.Arch {
+			return &ModelError{File: path, Msg: fmt.Sprintf("resident tier is for %s, the model is %s", a, m.Hparams.Arch)}
+		}
+		l = &loader{tab: setTable{set}}
 	}
 	h := m.Hparams
 	D, V := h.Embd, h.Vocab
@@ -248,4 +255,20 @@ func (m *Model) Close() error {
 	}
 	m.closers = nil
 	return errors.Join(errs...)
+}
+
+// residentTierPath resolves a resident tier given as its GGUF or as its
+// manifest (*.resident.json, which names the GGUF beside it).
+func residentTierPath(tier string) (string, error) {
+	if !strings.HasSuffix(tier, ".resident.json") {
+		return tier, nil
+	}
+	man, err := resident.ReadManifest(context.Background(), tier)
+	if err != nil {
+		return "", err
+	}
+	if len(man.Files) == 0 {
+		return "", &ModelError{File: tier, Msg: "the manifest names no resident GGUF"}
+	}
+	return filepath.Join(filepath.Dir(tier), man.Files[0].File), nil
 }

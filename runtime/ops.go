@@ -95,25 +95,6 @@ func rmsNorm(out, x, w []float32, eps float32) {
 	}
 }
 
-// softmax replaces x with its softmax, as ggml_vec_soft_max_f32: exp
-// summed in double, then scaled by the reciprocal of the sum.
-func softmax(x []float32) {
-	m := float32(math.Inf(-1))
-	for _, v := range x {
-		m = max(m, v)
-	}
-	var sum float64
-	for i, v := range x {
-		e := expf(v - m)
-		x[i] = e
-		sum += float64(e)
-	}
-	inv := float32(1 / sum)
-	for i := range x {
-		x[i] *= inv
-	}
-}
-
 func expf(x float32) float32 { return float32(math.Exp(float64(x))) }
 
 // silu is x/(1+e^−x).

@@ -42,6 +42,10 @@ type RouteEvent struct {
 	Rank    int
 	Prefill bool
 	From    Tier
+	// Margin is the router's top-k margin in this layer at this position:
+	// the k-th probability minus the (k+1)-th (1 when every expert is
+	// used). A tiny margin means a near-tie that rounding could flip.
+	Margin float32
 }
 
 // EvalStats are a session's compute counters.
@@ -256,8 +260,9 @@ func addBias(y, b []float32) {
 // routed is one token's choice of experts: ids best first and their mixing
 // weights.
 type routed struct {
-	ids []int
-	w   []float32
+	ids    []int
+	w      []float32
+	margin float32
 }
 
 // moe adds one layer's routed-expert block to x.
@@ -293,7 +298,10 @@ func (s *Session) moe(ctx context.Context, il int, x, hbuf []float32, T int) err
 			}
 			return 0
 		})
-		r := routed{ids: slices.Clone(order[:K]), w: make([]float32, K)}
+		r := routed{ids: slices.Clone(order[:K]), w: make([]float32, K), margin: 1}
+		if K < E {
+			r.margin = p[order[K-1]] - p[order[K]]
+		}
 		var sum float32
 		for i, e := range r.ids {
 			r.w[i] = p[e]
@@ -306,6 +314,7 @@ func (s *Session) moe(ctx context.Context, il int, x, hbuf []float32, T int) err
 			}
 		}
 		routes[t] = r
+
 		for slot, e := range r.ids {
 			if users[e] == nil {
 				experts = append(experts, e)
@@ -342,12 +351,12 @@ func (s *Session) moe(ctx context.Context, il int, x, hbuf []float32, T int) err
 			}
 			gate = grow(gate, n*F)
 			m.work.mulMat(&gM, sub.get(gM.vt), gate)
-			for i := range act {
-				act[i] = silu(gate[i]) * up[i]
+			for i := 0; i < n; i++ {
+				swiglu(act[i*F:(i+1)*F], gate[i*F:(i+1)*F], up[i*F:(i+1)*F])
 			}
 		} else {
-			for i := range act {
-				act[i] = silu(up[i])
+			for i := 0; i < n; i++ {
+				siluInto(act[i*F:(i+1)*F], up[i*F:(i+1)*F])
 			}
 		}
 		dM, err := newMatrix("ffn_down_exps", L.layout.Down, F, D, w.Down)
@@ -373,7 +382,7 @@ func (s *Session) moe(ctx context.Context, il int, x, hbuf []float32, T int) err
 	if s.Trace != nil {
 		for t, r := range routes {
 			for rank, e := range r.ids {
-				s.events = append(s.events, RouteEvent{Pos: s.n + t, Layer: il, Expert: e, Rank: rank, Prefill: T > 1, From: from[e]})
+				s.events = append(s.events, RouteEvent{Pos: s.n + t, Layer: il, Expert: e, Rank: rank, Prefill: T > 1, From: from[e], Margin: r.margin})
 			}
 		}
 	}

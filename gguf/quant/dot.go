@@ -283,3 +283,7 @@ func DotFloat32(x, y []float32) float32 {
 	y = y[:len(x)]
 	return dotFloat32(x, y)
 }
+
+// FMA32 is the float32 fused multiply-add a·b+c, rounded once, as the FMA
+// instructions ggml's kernels use compute it.
+func FMA32(a, b, c float32) float32 { return fmaf(a, b, c) }

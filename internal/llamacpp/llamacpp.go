@@ -146,11 +146,24 @@ type Position struct {
 // If logitsOut is not empty, the raw float32 logits of every position are
 // written there.
 func (o *Oracle) Score(ctx context.Context, model string, ids []int, top int, logitsOut string) ([]Position, error) {
+	return o.score(ctx, model, ids, top, logitsOut, false)
+}
+
+// ScoreSequential is Score with one id per llama_decode call, the path
+// generation takes, instead of one batch, the path prompts take.
+func (o *Oracle) ScoreSequential(ctx context.Context, model string, ids []int, top int) ([]Position, error) {
+	return o.score(ctx, model, ids, top, "", true)
+}
+
+func (o *Oracle) score(ctx context.Context, model string, ids []int, top int, logitsOut string, sequential bool) ([]Position, error) {
 	var r struct {
 		OK        bool       `json:"ok"`
 		Positions []Position `json:"positions"`
 	}
 	args := []string{"--ids", joinIDs(ids), "--top", strconv.Itoa(top)}
+	if sequential {
+		args = append(args, "--sequential")
+	}
 	if logitsOut != "" {
 		args = append(args, "--logits-out", logitsOut)
 	}

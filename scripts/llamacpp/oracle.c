@@ -3,7 +3,7 @@
 //
 //   oracle --bins DIR MODEL load
 //   oracle --bins DIR MODEL generate --prompt 1,2,3 -n 16
-//   oracle --bins DIR MODEL score --ids 1,2,3,4 [--top 16] [--logits-out FILE]
+//   oracle --bins DIR MODEL score --ids 1,2,3,4 [--top 16] [--logits-out FILE] [--sequential]
 //   oracle --bins DIR MODEL bench --prompt-tokens 32 -n 128 [--kv f16] [--cpu best] [--mmap]
 //
 // Common flags: --kv f32|f16 (KV cache type, default f32), --threads N
@@ -100,7 +100,7 @@ static void print_top(const double *lp, int n, int top) {
 int main(int argc, char **argv) {
     const char *bins = NULL, *model_path = NULL, *mode = NULL, *prompt = NULL, *ids_arg = NULL;
     const char *kv = "f32", *cpu = "haswell", *logits_out = NULL;
-    int n_gen = 16, threads = 2, top = 16, prompt_tokens = 32, use_mmap = 0;
+    int n_gen = 16, threads = 2, top = 16, prompt_tokens = 32, use_mmap = 0, sequential = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -122,6 +122,7 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--top") && next) { top = atoi(next); i++; continue; }
         if (!strcmp(a, "--prompt-tokens") && next) { prompt_tokens = atoi(next); i++; continue; }
         if (!strcmp(a, "--mmap")) { use_mmap = 1; continue; }
+        if (!strcmp(a, "--sequential")) { sequential = 1; continue; }
         if (!model_path) { model_path = a; continue; }
         if (!mode) { mode = a; continue; }
         die("unexpected argument");
@@ -238,21 +239,33 @@ int main(int argc, char **argv) {
         printf("]}\n");
         free(chosen);
     } else {
+        // One batch of every id (the prompt-processing path), or with
+        // --sequential one id per llama_decode (the decode path).
         struct llama_batch batch = llama_batch_init(n_ids, 0, 1);
-        for (int i = 0; i < n_ids; i++) {
-            batch.token[i] = ids[i];
-            batch.pos[i] = i;
-            batch.n_seq_id[i] = 1;
-            batch.seq_id[i][0] = 0;
-            batch.logits[i] = 1;
+        float *seq_logits = NULL;
+        if (sequential) {
+            seq_logits = malloc(sizeof(float) * (size_t)n_vocab * n_ids);
+            for (int i = 0; i < n_ids; i++) {
+                struct llama_batch one = llama_batch_get_one(&ids[i], 1);
+                if (llama_decode(ctx, one)) die("llama_decode failed");
+                memcpy(seq_logits + (size_t)i * n_vocab, llama_get_logits_ith(ctx, -1), sizeof(float) * n_vocab);
+            }
+        } else {
+            for (int i = 0; i < n_ids; i++) {
+                batch.token[i] = ids[i];
+                batch.pos[i] = i;
+                batch.n_seq_id[i] = 1;
+                batch.seq_id[i][0] = 0;
+                batch.logits[i] = 1;
+            }
+            batch.n_tokens = n_ids;
+            if (llama_decode(ctx, batch)) die("llama_decode failed");
         }
-        batch.n_tokens = n_ids;
-        if (llama_decode(ctx, batch)) die("llama_decode failed");
         FILE *lf = NULL;
         if (logits_out && !(lf = fopen(logits_out, "wb"))) die("cannot open --logits-out");
         printf("{\"ok\":true,\"positions\":[");
         for (int i = 0; i < n_ids; i++) {
-            const float *logits = llama_get_logits_ith(ctx, i);
+            const float *logits = sequential ? seq_logits + (size_t)i * n_vocab : llama_get_logits_ith(ctx, i);
             if (lf) fwrite(logits, sizeof(float), n_vocab, lf);
             log_softmax(logits, n_vocab, lp);
             printf("%s{\"argmax\":%d", i ? "," : "", argmax(logits, n_vocab));
@@ -264,6 +277,7 @@ int main(int argc, char **argv) {
         printf("]}\n");
         if (lf) fclose(lf);
         llama_batch_free(batch);
+        free(seq_logits);
     }
     free(lp);
     free(ids);

@@ -1,0 +1,50 @@
+package llamacpp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+)
+
+// BenchResult is one llama.cpp speed run (oracle.c bench): load, prefill
+// of a prompt of ids 100, 101, … in one batch, greedy decoding.
+type BenchResult struct {
+	OK             bool    `json:"ok"`
+	LoadSeconds    float64 `json:"load_seconds"`
+	PromptTokens   int     `json:"prompt_tokens"`
+	PrefillSeconds float64 `json:"prefill_seconds"`
+	Tokens         []int   `json:"tokens"`
+	DecodeSeconds  float64 `json:"decode_seconds"` // for len(Tokens)−1 forward passes
+}
+
+// BenchOptions configure a speed run. Unlike the correctness modes it uses
+// llama.cpp's defaults: the CPU variant llama.cpp picks for this machine,
+// an F16 KV cache.
+type BenchOptions struct {
+	PromptTokens int
+	Tokens       int
+	Threads      int
+	MMap         bool // map the file instead of reading it into RAM
+}
+
+// Bench runs llama.cpp once on model.
+func (o *Oracle) Bench(ctx context.Context, model string, b BenchOptions) (*BenchResult, error) {
+	args := []string{"--bins", o.Bins, "--cpu", "best", "--threads", strconv.Itoa(b.Threads), "--kv", "f16", model, "bench",
+		"--prompt-tokens", strconv.Itoa(b.PromptTokens), "-n", strconv.Itoa(b.Tokens)}
+	if b.MMap {
+		args = append(args, "--mmap")
+	}
+	cmd := exec.CommandContext(ctx, o.Bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var r BenchResult
+	if jerr := json.Unmarshal(stdout.Bytes(), &r); jerr != nil || !r.OK {
+		return nil, fmt.Errorf("llamacpp: bench %s: %v: %s", model, err, strings.TrimSpace(stderr.String()))
+	}
+	return &r, nil
+}
