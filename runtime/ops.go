@@ -69,9 +69,22 @@ func (s *actSet) get(vt gguf.Type) *acts {
 // token, rows spread over the workers.
 func (w *workers) mulMat(m *matrix, a *acts, out []float32) {
 	rows, n := m.rows, a.n
-	grain := max(1, 4096/max(1, m.rowBytes*n)) // about a page of weights per chunk
+	grain := max(4, 4096/max(1, m.rowBytes*n)) // about a page of weights per chunk
 	w.forEach(rows, grain, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
+		r := lo
+		// Four rows at a time share each activation load; every row's
+		// result is still its own kernel's, bit for bit.
+		var four [4]float32
+		for ; r+4 <= hi; r += 4 {
+			wr := m.data[r*m.rowBytes : (r+4)*m.rowBytes]
+			for t := range n {
+				m.dot.Dot4(wr, m.rowBytes, a.row(t), &four)
+				for i, v := range four {
+					out[t*rows+r+i] = v
+				}
+			}
+		}
+		for ; r < hi; r++ {
 			wr := m.row(r)
 			for t := range n {
 				out[t*rows+r] = m.dot.Dot(wr, a.row(t))

@@ -287,3 +287,23 @@ func DotFloat32(x, y []float32) float32 {
 // FMA32 is the float32 fused multiply-add a·b+c, rounded once, as the FMA
 // instructions ggml's kernels use compute it.
 func FMA32(a, b, c float32) float32 { return fmaf(a, b, c) }
+
+// dotKernels4 holds kernels that dot four weight rows, stride bytes apart,
+// with one row of activations at once, each row's result bit-identical to
+// its single-row kernel.
+var dotKernels4 [gguf.TypeCount]func(w []byte, stride int, a []byte, nb int, out *[4]float32)
+
+// Dot4 sets out[r] to Dot(w[r·stride:][:row bytes], a) for r = 0..3.
+func (d Dotter) Dot4(w []byte, stride int, a []byte, out *[4]float32) {
+	if len(a) != d.aBytes || stride < d.wBytes || len(w) < 3*stride+d.wBytes {
+		panic(fmt.Sprintf("quant: Dotter(%s).Dot4: %d weight bytes at stride %d and %d activation bytes, want rows of %d and %d",
+			d.t, len(w), stride, len(a), d.wBytes, d.aBytes))
+	}
+	if k := dotKernels4[d.t]; k != nil {
+		k(w, stride, a, d.nb, out)
+		return
+	}
+	for r := range out {
+		out[r] = d.fn(w[r*stride:r*stride+d.wBytes], a, d.nb)
+	}
+}

@@ -49,6 +49,19 @@ var dotFloat32 = func(x, y []float32) float32 {
 		unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(y))), 4*len(x)), len(x))
 }
 
+//go:noescape
+func dotQ8_0x4AVX2(w *byte, stride int, a *byte, nb int, out *[4]float32)
+
+func vecDotQ8_0x4AVX2(w []byte, stride int, a []byte, nb int, out *[4]float32) {
+	if nb == 0 {
+		*out = [4]float32{}
+		return
+	}
+	_ = w[3*stride+nb*blockQ8_0-1]
+	_ = a[nb*blockQ8_0-1]
+	dotQ8_0x4AVX2(unsafe.SliceData(w), stride, unsafe.SliceData(a), nb, out)
+}
+
 // haveAVX2 is whether the vector kernels run on this CPU.
 var haveAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 
@@ -57,6 +70,7 @@ func init() {
 		return
 	}
 	dotKernels[gguf.TypeQ8_0].fn = vecDotQ8_0AVX2
+	dotKernels4[gguf.TypeQ8_0] = vecDotQ8_0x4AVX2
 	dotKernels[gguf.TypeF32].fn = vecDotF32AVX2
 	dotFloat32 = func(x, y []float32) float32 {
 		if len(x) == 0 {

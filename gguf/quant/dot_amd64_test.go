@@ -58,6 +58,23 @@ func TestVectorKernelsMatchGeneric(t *testing.T) {
 		if got, want := vecDotF32AVX2(xb, yb, n), vecDotF32(xb, yb, n); math.Float32bits(got) != math.Float32bits(want) {
 			t.Fatalf("F32, %d values: avx2 %g, generic %g", n, got, want)
 		}
+		if iter%4 == 0 {
+			rows := make([]byte, 4*len(w))
+			for r := range 4 {
+				copy(rows[r*len(w):], w)
+				for i := range nb {
+					rows[r*len(w)+i*blockQ8_0+2+rng.IntN(32)] = byte(rng.IntN(256))
+				}
+			}
+			var out [4]float32
+			vecDotQ8_0x4AVX2(rows, len(w), a, nb, &out)
+			for r := range 4 {
+				want := vecDotQ8_0(rows[r*len(w):(r+1)*len(w)], a, nb)
+				if math.Float32bits(out[r]) != math.Float32bits(want) && !(out[r] != out[r] && want != want) {
+					t.Fatalf("Q8_0×4 row %d, %d blocks: avx2 %g, generic %g", r, nb, out[r], want)
+				}
+			}
+		}
 		got, want := vecDotQ8_0AVX2(w, a, nb), vecDotQ8_0(w, a, nb)
 		if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
 			t.Fatalf("Q8_0, %d blocks: avx2 %g (%08x), generic %g (%08x)", nb, got, math.Float32bits(got), want, math.Float32bits(want))
