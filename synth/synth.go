@@ -6,7 +6,8 @@
 // The models load in llama.cpp: the metadata keys have the exact types its
 // loader demands, the tensor set is exactly what its loader creates for
 // the architecture, and the tokenizer is a GPT-2 byte-level BPE with
-// merges learned from a built-in corpus. Weights are uniform random,
+// merges learned from a built-in corpus (or, on request, a SentencePiece
+// vocabulary learned from the same corpus). Weights are uniform random,
 // scaled so activations keep unit variance and next-token distributions
 // are peaked rather than flat.
 package synth
@@ -60,7 +61,20 @@ type Config struct {
 
 	// gpt-oss.
 	SlidingWindow int
+
+	// Tokenizer is the vocabulary kind: "" or TokenizerGPT2 for GPT-2
+	// byte-level BPE, TokenizerSPM for SentencePiece.
+	Tokenizer string
+	// Pre is tokenizer.ggml.pre of a BPE vocabulary; "" takes the
+	// architecture's usual one (qwen2 for qwen3moe, gpt-2 for llama, …).
+	Pre string
 }
+
+// Vocabulary kinds for Config.Tokenizer.
+const (
+	TokenizerGPT2 = "gpt2"
+	TokenizerSPM  = "spm"
+)
 
 // Defaults returns the tiny default model of an architecture: the one the
 // goldens use, small enough to run everywhere in milliseconds.
@@ -117,6 +131,15 @@ func (c *Config) Validate() error {
 	if c.ExpertsUsed > c.Experts {
 		return fmt.Errorf("synth: experts used (%d) exceeds experts (%d)", c.ExpertsUsed, c.Experts)
 	}
+	switch c.Tokenizer {
+	case "", TokenizerGPT2:
+	case TokenizerSPM:
+		if c.Pre != "" {
+			return fmt.Errorf("synth: a pre-tokenizer (%q) applies to BPE vocabularies, not %s", c.Pre, TokenizerSPM)
+		}
+	default:
+		return fmt.Errorf("synth: unknown tokenizer %q (known: %s, %s)", c.Tokenizer, TokenizerGPT2, TokenizerSPM)
+	}
 	if c.Heads%c.HeadsKV != 0 {
 		return fmt.Errorf("synth: heads (%d) must be a multiple of kv heads (%d)", c.Heads, c.HeadsKV)
 	}
@@ -169,7 +192,11 @@ func (c *Config) Model() ([]gguf.KV, []gguf.TensorSource, error) {
 	if err := c.Validate(); err != nil {
 		return nil, nil, err
 	}
-	vocab, err := buildVocab(c.Vocab)
+	build := buildVocab
+	if c.Tokenizer == TokenizerSPM {
+		build = buildSPMVocab
+	}
+	vocab, err := build(c.Vocab)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -277,19 +304,12 @@ func (c *Config) metadata(v *vocabulary, quantized bool) []gguf.KV {
 			u32("attention.sliding_window", c.SlidingWindow),
 			f32("rope.freq_base", 15e4))
 	}
-	pre := map[string]string{"qwen3moe": "qwen2", "llama": "gpt-2", "olmoe": "olmo", "deepseek2": "deepseek-v3", "gpt-oss": "gpt-4o"}[a]
-	kvs = append(kvs,
-		gguf.KV{Key: "tokenizer.ggml.model", Value: gguf.String("gpt2")},
-		gguf.KV{Key: "tokenizer.ggml.pre", Value: gguf.String(pre)},
-		gguf.KV{Key: "tokenizer.ggml.tokens", Value: gguf.Array(v.tokens)},
-		gguf.KV{Key: "tokenizer.ggml.token_type", Value: gguf.Array(v.types)},
-		gguf.KV{Key: "tokenizer.ggml.merges", Value: gguf.Array(v.merges)},
-		gguf.KV{Key: "tokenizer.ggml.eos_token_id", Value: gguf.Uint32(v.eos)},
-		gguf.KV{Key: "tokenizer.ggml.bos_token_id", Value: gguf.Uint32(v.eos)},
-		gguf.KV{Key: "tokenizer.ggml.padding_token_id", Value: gguf.Uint32(v.eos)},
-		gguf.KV{Key: "tokenizer.ggml.add_bos_token", Value: gguf.Bool(false)},
-		gguf.KV{Key: "tokenizer.chat_template", Value: gguf.String(chatMLTemplate)},
-	)
+	pre := c.Pre
+	if pre == "" {
+		pre = map[string]string{"qwen3moe": "qwen2", "llama": "gpt-2", "olmoe": "olmo", "deepseek2": "deepseek-v3", "gpt-oss": "gpt-4o"}[a]
+	}
+	kvs = append(kvs, v.metadata(pre)...)
+	kvs = append(kvs, gguf.KV{Key: "tokenizer.chat_template", Value: gguf.String(chatMLTemplate)})
 	return kvs
 }
 

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/gguf/quant"
+	"github.com/gguftool/gguftool/internal/llamacpp"
 )
 
 func build(t *testing.T, c Config) []byte {
@@ -191,5 +195,146 @@ func TestVocabulary(t *testing.T) {
 	b2u := byteToUnicode()
 	if b2u[' '] != 'Ġ' || b2u['A'] != 'A' || b2u['\n'] != 'Ċ' {
 		t.Fatal("bytes_to_unicode")
+	}
+}
+
+func TestSPMVocabulary(t *testing.T) {
+	v, err := buildSPMVocab(512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.tokens) != 512 || len(v.types) != 512 || len(v.scores) != 512 || !v.spm {
+		t.Fatalf("%d tokens, %d types, %d scores", len(v.tokens), len(v.types), len(v.scores))
+	}
+	if v.tokens[v.unk] != tokUnknown || v.tokens[v.bos] != tokBOS || v.tokens[v.eos] != tokEOS ||
+		v.types[v.unk] != tokenUnknown || v.types[v.bos] != tokenControl || v.types[v.eos] != tokenControl {
+		t.Fatal("<unk> <s> </s>")
+	}
+	for b := range 256 {
+		if v.tokens[3+b] != fmt.Sprintf("<0x%02X>", b) || v.types[3+b] != tokenByte {
+			t.Fatalf("byte token %d is %q", b, v.tokens[3+b])
+		}
+	}
+	seen := map[string]bool{}
+	last := float32(1)
+	pieces := 0
+	for i, tok := range v.tokens {
+		if seen[tok] {
+			t.Fatalf("duplicate token %q", tok)
+		}
+		seen[tok] = true
+		if v.types[i] != tokenNormal {
+			continue
+		}
+		pieces++
+		if v.scores[i] >= last {
+			t.Fatalf("piece %d %q: score %g not below the one before (%g)", i, tok, v.scores[i], last)
+		}
+		last = v.scores[i]
+		if strings.ContainsAny(tok, " \n\t") {
+			t.Fatalf("piece %q holds white space", tok)
+		}
+	}
+	if pieces < 200 || !seen[spaceMark+"the"] || !seen[tokImEnd] {
+		t.Fatalf("%d pieces; ▁the %v, <|im_end|> %v", pieces, seen[spaceMark+"the"], seen[tokImEnd])
+	}
+	if _, err := buildSPMVocab(300); err == nil {
+		t.Fatal("a vocabulary too small for the corpus's characters was accepted")
+	}
+}
+
+// kvMap indexes a model's metadata.
+func kvMap(t *testing.T, c Config) map[string]gguf.Value {
+	t.Helper()
+	kvs, _, err := c.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]gguf.Value{}
+	for _, kv := range kvs {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+func TestTokenizerOptions(t *testing.T) {
+	c := Defaults("llama")
+	explicit := c
+	explicit.Tokenizer = TokenizerGPT2
+	if !bytes.Equal(build(t, c), build(t, explicit)) {
+		t.Fatal(`Tokenizer "gpt2" differs from the default`)
+	}
+
+	c.Pre = "llama-bpe"
+	if pre, _ := kvMap(t, c)["tokenizer.ggml.pre"].Str(); pre != "llama-bpe" {
+		t.Fatalf("pre %q", pre)
+	}
+
+	c = Defaults("qwen3moe")
+	c.Tokenizer = TokenizerSPM
+	m := kvMap(t, c)
+	if model, _ := m["tokenizer.ggml.model"].Str(); model != "llama" {
+		t.Fatalf("model %q", model)
+	}
+	if _, ok := m["tokenizer.ggml.merges"]; ok {
+		t.Fatal("a SentencePiece vocabulary has merges")
+	}
+	if _, ok := m["tokenizer.ggml.pre"]; ok {
+		t.Fatal("a SentencePiece vocabulary has a pre-tokenizer")
+	}
+	for _, k := range []string{"tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_space_prefix"} {
+		if b, _ := m[k].BoolValue(); !b {
+			t.Fatalf("%s is not true", k)
+		}
+	}
+	if m["tokenizer.ggml.scores"].ElemType() != gguf.ValueFloat32 {
+		t.Fatal("scores are not f32")
+	}
+	data := build(t, c)
+	f, err := gguf.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.CheckStrict(); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, bad := range []Config{
+		func() Config { c := Defaults("llama"); c.Tokenizer = "wordpiece"; return c }(),
+		func() Config { c := Defaults("llama"); c.Tokenizer = TokenizerSPM; c.Pre = "qwen2"; return c }(),
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("tokenizer %q pre %q accepted", bad.Tokenizer, bad.Pre)
+		}
+	}
+}
+
+// TestTokenizerOptionsLoadInLlamaCpp loads a SentencePiece model and a
+// model with another pre-tokenizer in llama.cpp. Without the oracle it is
+// skipped, unless GGUFTOOL_REQUIRE_LLAMACPP=1 (CI).
+func TestTokenizerOptionsLoadInLlamaCpp(t *testing.T) {
+	o, err := llamacpp.Find()
+	if err != nil {
+		if os.Getenv("GGUFTOOL_REQUIRE_LLAMACPP") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	spm := Defaults("llama")
+	spm.Tokenizer = TokenizerSPM
+	pre := Defaults("olmoe")
+	pre.Pre = "llama-bpe"
+	for _, c := range []Config{spm, pre} {
+		path := filepath.Join(t.TempDir(), "m.gguf")
+		if err := os.WriteFile(path, build(t, c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, err := o.Load(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.OK || r.NVocab != c.Vocab {
+			t.Errorf("%s %s%s: llama.cpp load %+v", c.Arch, c.Tokenizer, c.Pre, r)
+		}
 	}
 }

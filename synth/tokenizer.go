@@ -4,12 +4,17 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strings"
+
+	"github.com/gguftool/gguftool/gguf"
 )
 
 // Token types (llama_token_type).
 const (
 	tokenNormal  = 1
+	tokenUnknown = 2
 	tokenControl = 3
+	tokenByte    = 6
 )
 
 // Special tokens, placed right after the byte tokens and the merges.
@@ -67,12 +72,47 @@ func byteToUnicode() [256]rune {
 	return m
 }
 
-// vocabulary is a GPT-2 style byte-level BPE vocabulary.
+// vocabulary is a GPT-2 style byte-level BPE vocabulary, or a
+// SentencePiece one (spm).
 type vocabulary struct {
 	tokens []string
 	types  []int32
 	merges []string
-	eos    uint32 // <|endoftext|>, also bos and padding
+	eos    uint32 // <|endoftext|>, also bos and padding; SentencePiece: </s>
+
+	spm      bool
+	scores   []float32
+	bos, unk uint32
+}
+
+// metadata is the vocabulary's tokenizer.ggml.* keys; pre names the BPE
+// pre-tokenizer.
+func (v *vocabulary) metadata(pre string) []gguf.KV {
+	if v.spm {
+		return []gguf.KV{
+			{Key: "tokenizer.ggml.model", Value: gguf.String("llama")},
+			{Key: "tokenizer.ggml.tokens", Value: gguf.Array(v.tokens)},
+			{Key: "tokenizer.ggml.scores", Value: gguf.Array(v.scores)},
+			{Key: "tokenizer.ggml.token_type", Value: gguf.Array(v.types)},
+			{Key: "tokenizer.ggml.bos_token_id", Value: gguf.Uint32(v.bos)},
+			{Key: "tokenizer.ggml.eos_token_id", Value: gguf.Uint32(v.eos)},
+			{Key: "tokenizer.ggml.unknown_token_id", Value: gguf.Uint32(v.unk)},
+			{Key: "tokenizer.ggml.add_bos_token", Value: gguf.Bool(true)},
+			{Key: "tokenizer.ggml.add_eos_token", Value: gguf.Bool(false)},
+			{Key: "tokenizer.ggml.add_space_prefix", Value: gguf.Bool(true)},
+		}
+	}
+	return []gguf.KV{
+		{Key: "tokenizer.ggml.model", Value: gguf.String("gpt2")},
+		{Key: "tokenizer.ggml.pre", Value: gguf.String(pre)},
+		{Key: "tokenizer.ggml.tokens", Value: gguf.Array(v.tokens)},
+		{Key: "tokenizer.ggml.token_type", Value: gguf.Array(v.types)},
+		{Key: "tokenizer.ggml.merges", Value: gguf.Array(v.merges)},
+		{Key: "tokenizer.ggml.eos_token_id", Value: gguf.Uint32(v.eos)},
+		{Key: "tokenizer.ggml.bos_token_id", Value: gguf.Uint32(v.eos)},
+		{Key: "tokenizer.ggml.padding_token_id", Value: gguf.Uint32(v.eos)},
+		{Key: "tokenizer.ggml.add_bos_token", Value: gguf.Bool(false)},
+	}
 }
 
 // buildVocab makes a vocabulary of exactly n tokens: the 256 byte tokens
@@ -163,6 +203,128 @@ func buildVocab(n int) (*vocabulary, error) {
 	for i := 0; len(v.tokens) < n; i++ {
 		v.tokens = append(v.tokens, fmt.Sprintf("<|reserved_%d|>", i))
 		v.types = append(v.types, tokenControl)
+	}
+	return v, nil
+}
+
+// SentencePiece special tokens, at llama.cpp's default ids 0, 1, 2.
+const (
+	tokUnknown = "<unk>"
+	tokBOS     = "<s>"
+	tokEOS     = "</s>"
+)
+
+// spaceMark is SentencePiece's visible space.
+const spaceMark = "\u2581"
+
+// buildSPMVocab makes a SentencePiece vocabulary of exactly n tokens, laid
+// out as Llama's: <unk>, <s>, </s>, the 256 byte-fallback tokens <0xXX>,
+// then pieces learned from the corpus, best score first, then <|im_start|>
+// and <|im_end|> and <|reserved_N|> control tokens. The pieces are the
+// merges of a character-level BPE over the corpus's words, each word with
+// ▁ in front as SentencePiece writes a space, scored −(merge number) so
+// that llama.cpp's highest-score-first merging replays them in order;
+// then the single characters, scored below every merge. Newlines and tabs
+// get no piece: they fall back to their byte tokens.
+func buildSPMVocab(n int) (*vocabulary, error) {
+	v := &vocabulary{spm: true, unk: 0, bos: 1, eos: 2}
+	add := func(s string, typ int32, score float32) {
+		v.tokens = append(v.tokens, s)
+		v.types = append(v.types, typ)
+		v.scores = append(v.scores, score)
+	}
+	add(tokUnknown, tokenUnknown, 0)
+	add(tokBOS, tokenControl, 0)
+	add(tokEOS, tokenControl, 0)
+	for b := range 256 {
+		add(fmt.Sprintf("<0x%02X>", b), tokenByte, 0)
+	}
+
+	counts := map[string]int{}
+	chars := map[string]bool{}
+	for _, w := range strings.Fields(corpus) {
+		w = spaceMark + w
+		counts[w]++
+		for _, r := range w {
+			chars[string(r)] = true
+		}
+	}
+	const specials = 2
+	fixed := len(v.tokens) + len(chars) + specials
+	if n < fixed {
+		return nil, fmt.Errorf("synth: SentencePiece vocabulary of %d tokens is too small (need at least %d)", n, fixed)
+	}
+	type word struct {
+		syms  []string
+		count int
+	}
+	keys := make([]string, 0, len(counts))
+	for w := range counts {
+		keys = append(keys, w)
+	}
+	sort.Strings(keys)
+	words := make([]word, 0, len(keys))
+	for _, w := range keys {
+		var syms []string
+		for _, r := range w {
+			syms = append(syms, string(r))
+		}
+		words = append(words, word{syms, counts[w]})
+	}
+
+	have := map[string]bool{}
+	var pieces []string
+	for len(pieces) < n-fixed {
+		pairs := map[[2]string]int{}
+		for _, w := range words {
+			for i := 0; i+1 < len(w.syms); i++ {
+				pairs[[2]string{w.syms[i], w.syms[i+1]}] += w.count
+			}
+		}
+		var best [2]string
+		bestCount := 0
+		for p, c := range pairs {
+			if c > bestCount || (c == bestCount && p[0]+" "+p[1] < best[0]+" "+best[1]) {
+				best, bestCount = p, c
+			}
+		}
+		if bestCount == 0 {
+			break // every word is one piece
+		}
+		merged := best[0] + best[1]
+		if !have[merged] {
+			have[merged] = true
+			pieces = append(pieces, merged)
+		}
+		for wi := range words {
+			s := words[wi].syms
+			out := s[:0]
+			for i := 0; i < len(s); i++ {
+				if i+1 < len(s) && s[i] == best[0] && s[i+1] == best[1] {
+					out = append(out, merged)
+					i++
+				} else {
+					out = append(out, s[i])
+				}
+			}
+			words[wi].syms = out
+		}
+	}
+	for i, p := range pieces {
+		add(p, tokenNormal, -float32(i))
+	}
+	single := make([]string, 0, len(chars))
+	for c := range chars {
+		single = append(single, c)
+	}
+	sort.Strings(single)
+	for i, c := range single {
+		add(c, tokenNormal, -float32(len(pieces)+i))
+	}
+	add(tokImStart, tokenControl, 0)
+	add(tokImEnd, tokenControl, 0)
+	for i := 0; len(v.tokens) < n; i++ {
+		add(fmt.Sprintf("<|reserved_%d|>", i), tokenControl, 0)
 	}
 	return v, nil
 }

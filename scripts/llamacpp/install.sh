@@ -3,7 +3,9 @@
 # (the prebuilt CPU libraries of node-llama-cpp, pinned) and builds the C
 # driver oracle.c against them. Idempotent: a second run reuses what is
 # there. Also builds quantref.c (llama.cpp's block codecs) and
-# quantmodel.c (llama-quantize on the C API), for the codec tests. Prints the path of the oracle binary on stdout.
+# quantmodel.c (llama-quantize on the C API), for the codec tests, and
+# tokref.c (llama.cpp's tokenizer), for the tokenizer tests. Prints the
+# path of the oracle binary on stdout.
 #
 #   scripts/llamacpp/install.sh            # into .cache/llamacpp
 #   GGUFTOOL_LLAMACPP_DIR=/opt/x scripts/llamacpp/install.sh
@@ -50,6 +52,7 @@ build() {
 libllama=(-l:libllama.v0.4.0.so -l:libggml.v0.4.0.so -l:libggml-base.so)
 build oracle "${libllama[@]}"                 # model loading, greedy ids, logits
 build quantmodel "${libllama[@]}"             # llama-quantize on llama_model_quantize
+build tokref "${libllama[@]}"                 # llama_tokenize / llama_detokenize
 build quantref -l:libggml-base.so             # block codecs
 build ggufrewrite -l:libggml-base.so          # files written by llama.cpp's GGUF writer
 build dotref -DCPU_LIB="\"$bins/libggml-cpu-haswell.so\"" -l:libggml-base.so -ldl  # CPU dot products
