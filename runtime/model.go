@@ -246,6 +246,7 @@ func (m *Model) Threads() int { return m.work.n }
 
 // Close releases the model's files and memory.
 func (m *Model) Close() error {
+	m.work.close()
 	var errs []error
 	if m.experts != nil {
 		errs = append(errs, m.experts.Close())
