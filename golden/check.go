@@ -4,7 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
+	"time"
+
+	"github.com/gguftool/gguftool/container"
 
 	"github.com/gguftool/gguftool/runtime"
 )
@@ -107,4 +112,67 @@ func Check(ctx context.Context, f *Fixture, model string, o runtime.Options) (*R
 	r.OK = r.GreedyMatch == len(f.Greedy) && r.MaxLogprobDiff <= r.Tolerance.LogprobAbs &&
 		(r.Tolerance.MedianAbs == 0 || r.MedianLogprobDiff <= r.Tolerance.MedianAbs)
 	return r, nil
+}
+
+// CheckResult is one fixture checked by CheckAll.
+type CheckResult struct {
+	Spec    Spec    `json:"spec"`
+	GGUF    *Result `json:"gguf"`
+	Pack    *Result `json:"pack"`                     // the same fixture streamed from a pack through a one-slot cache
+	Same    bool    `json:"streamed_equals_resident"` // the pack gave the GGUF's greedy ids and log-probabilities bit for bit
+	Seconds float64 `json:"seconds"`
+	OK      bool    `json:"ok"`
+}
+
+// CheckAll builds every fixture the runtime supports (or those named in
+// only) in dir, checks the GGUF against llama.cpp's recorded outputs,
+// then packs it and checks that streaming every expert through a one-slot
+// cache reproduces the GGUF run exactly. report, if set, gets each result
+// as it is done.
+func CheckAll(ctx context.Context, dir string, only []string, report func(*CheckResult)) ([]*CheckResult, error) {
+	var out []*CheckResult
+	for _, s := range Fixtures {
+		if !Supported(s) || (len(only) > 0 && !slices.Contains(only, s.Name())) {
+			continue
+		}
+		start := time.Now()
+		f, err := Load(s)
+		if err != nil {
+			return out, err
+		}
+		sub := filepath.Join(dir, s.Name())
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			return out, err
+		}
+		model, sum, err := Build(ctx, s, sub)
+		if err != nil {
+			return out, err
+		}
+		if sum != f.SHA256 {
+			return out, fmt.Errorf("golden: %s: synth now writes sha256 %s, the fixture was recorded from %s", s.Name(), sum, f.SHA256)
+		}
+		r := &CheckResult{Spec: s}
+		if r.GGUF, err = Check(ctx, f, model, runtime.Options{}); err != nil {
+			return out, err
+		}
+		pack := filepath.Join(sub, "pack")
+		if _, err := container.Pack(ctx, model, pack, container.PackOptions{}); err != nil {
+			return out, err
+		}
+		if r.Pack, err = Check(ctx, f, pack, runtime.Options{Cache: runtime.CacheOptions{Slots: 1}}); err != nil {
+			return out, err
+		}
+		r.Same = slices.Equal(r.GGUF.Greedy, r.Pack.Greedy) && r.GGUF.MaxLogprobDiff == r.Pack.MaxLogprobDiff &&
+			r.GGUF.MedianLogprobDiff == r.Pack.MedianLogprobDiff
+		r.OK = r.GGUF.OK && r.Pack.OK && r.Same
+		r.Seconds = time.Since(start).Seconds()
+		if err := os.RemoveAll(sub); err != nil {
+			return out, err
+		}
+		out = append(out, r)
+		if report != nil {
+			report(r)
+		}
+	}
+	return out, ctx.Err()
 }

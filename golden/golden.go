@@ -17,6 +17,7 @@ package golden
 import (
 	"context"
 	"crypto/sha256"
+	"embed"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -377,18 +378,36 @@ func (s Spec) Tolerance() Tolerance {
 // Path is where a spec's fixture file lives, relative to the package.
 func Path(s Spec) string { return filepath.Join("testdata", s.Name()+".json") }
 
+// recorded holds the fixture files, so the binary can check them anywhere.
+//
+//go:embed testdata/*.json
+var recorded embed.FS
+
+// Load returns the recorded fixture of a spec from the binary.
+func Load(s Spec) (*Fixture, error) {
+	data, err := recorded.ReadFile("testdata/" + s.Name() + ".json")
+	if err != nil {
+		return nil, fmt.Errorf("golden: no recorded fixture %s (record with scripts/llamacpp/record-goldens.sh)", s.Name())
+	}
+	return parse(data, s.Name())
+}
+
 // Read loads a fixture file.
 func Read(path string) (*Fixture, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
+	return parse(data, path)
+}
+
+func parse(data []byte, name string) (*Fixture, error) {
 	var f Fixture
 	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("golden: %s: %w", path, err)
+		return nil, fmt.Errorf("golden: %s: %w", name, err)
 	}
 	if f.Schema != Schema {
-		return nil, fmt.Errorf("golden: %s: schema %q, want %q", path, f.Schema, Schema)
+		return nil, fmt.Errorf("golden: %s: schema %q, want %q", name, f.Schema, Schema)
 	}
 	return &f, nil
 }

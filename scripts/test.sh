@@ -20,12 +20,19 @@ GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./...
 echo "== fuzz (${GGUFTOOL_FUZZTIME:-15s} per target)"
 for target in ./gguf:FuzzReader ./gguf:FuzzOpenSet ./gguf/quant:FuzzDequantize ./gguf/quant:FuzzQuantize ./gguf/quant:FuzzVecDot \
               ./quantize:FuzzLoadImatrix ./container:FuzzContainer ./container:FuzzManifest ./resident:FuzzManifest \
-              ./tiers:FuzzConfig ./tiers:FuzzJournal; do
+              ./tiers:FuzzConfig ./tiers:FuzzJournal ./runtime:FuzzTrace ./runtime:FuzzTraceImport ./runtime:FuzzTokenizer; do
   go test "${target%%:*}" -run=NONE -fuzz="^${target##*:}\$" -fuzztime="${GGUFTOOL_FUZZTIME:-15s}" -fuzzminimizetime=5s -timeout 0
 done
 
-echo "== codecs again with GOAMD64=v3 (Go may fuse multiply-adds there)"
-GOAMD64=v3 GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./gguf/quant ./quantize
+echo "== golden check: the runtime against llama.cpp's recorded outputs, resident and streamed"
+go run ./cmd/gguftool golden check
+
+echo "== codecs and runtime again with GOAMD64=v3 (Go may fuse multiply-adds there)"
+GOAMD64=v3 GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./gguf/quant ./quantize ./runtime ./golden
+
+echo "== runtime with the pure-Go reference kernels (the fallback on CPUs without AVX2)"
+GGUFTOOL_KERNELS=generic go test -count=1 ./runtime ./golden
+go test -tags purego ./gguf/quant
 
 echo "== build with CGO_ENABLED=0"
 CGO_ENABLED=0 go build -o /dev/null ./cmd/gguftool

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/cli/cmdutil"
+	"github.com/gguftool/gguftool/internal/cli/demo"
 	"github.com/gguftool/gguftool/internal/cli/inspect"
 	"github.com/gguftool/gguftool/internal/iostreams"
 )
@@ -175,9 +176,13 @@ func TestDemo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("demo: %d %s", code, errOut)
 	}
-	var r inspect.Report
-	if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Shards) != 3 || r.MoE.Experts != 24 {
+	var r demo.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Schema != demo.ReportSchema || len(r.Model.Shards) != 3 || r.Model.MoE.Experts != 24 {
 		t.Fatalf("demo report: %v %s", err, out)
+	}
+	g := r.Generation
+	if !g.TokensMatch || !g.LogitsMatch || len(g.Streamed.Tokens) == 0 || g.Streamed.Experts.Evictions == 0 || g.Streamed.Experts.Misses == 0 {
+		t.Errorf("demo generation: %+v", g)
 	}
 }
 

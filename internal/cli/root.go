@@ -20,15 +20,19 @@ import (
 	"github.com/gguftool/gguftool/internal/cli/bench"
 	"github.com/gguftool/gguftool/internal/cli/cmdutil"
 	"github.com/gguftool/gguftool/internal/cli/demo"
+	goldencmd "github.com/gguftool/gguftool/internal/cli/golden"
 	"github.com/gguftool/gguftool/internal/cli/inspect"
 	packcmd "github.com/gguftool/gguftool/internal/cli/pack"
 	quantizecmd "github.com/gguftool/gguftool/internal/cli/quantize"
 	residentcmd "github.com/gguftool/gguftool/internal/cli/resident"
+	runcmd "github.com/gguftool/gguftool/internal/cli/run"
 	"github.com/gguftool/gguftool/internal/cli/synth"
 	tierscmd "github.com/gguftool/gguftool/internal/cli/tiers"
+	tracecmd "github.com/gguftool/gguftool/internal/cli/trace"
 	"github.com/gguftool/gguftool/internal/cli/verify"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/resident"
+	rt "github.com/gguftool/gguftool/runtime"
 	"github.com/gguftool/gguftool/tiers"
 )
 
@@ -45,6 +49,7 @@ func FormatVersions() []string {
 		fmt.Sprintf("pack %d (%s)", container.PackVersion, container.ManifestSchema),
 		fmt.Sprintf("resident manifest %d (%s, catalog %s)", resident.Version, resident.Schema, resident.CatalogSchema),
 		fmt.Sprintf("storage-tiers config %d (%s), journal %d (%s)", tiers.ConfigVersion, tiers.ConfigSchema, tiers.JournalVersion, tiers.JournalSchema),
+		fmt.Sprintf("routing trace %d", rt.TraceVersion),
 	}
 }
 
@@ -103,6 +108,9 @@ both.
 		tierscmd.NewCmdMigrate(f),
 		tierscmd.NewCmdEnsureHot(f),
 		tierscmd.NewCmdTwins(f),
+		runcmd.NewCmd(f, nil),
+		goldencmd.NewCmd(f),
+		tracecmd.NewCmd(f),
 		bench.NewCmd(f),
 	)
 	return root

@@ -21,6 +21,6 @@ verification against a raw read of both copies, a tier copy against
 cp + sync + sha256sum.
 ` + cmdutil.ExitCodesHelp,
 	}
-	cmd.AddCommand(newCmdPack(f), newCmdIO(f), newCmdTwins(f), newCmdMigrate(f))
+	cmd.AddCommand(newCmdPack(f), newCmdIO(f), newCmdTwins(f), newCmdMigrate(f), newCmdDecode(f))
 	return cmd
 }

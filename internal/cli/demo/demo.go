@@ -7,9 +7,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,9 +19,11 @@ import (
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/cli/cmdutil"
 	"github.com/gguftool/gguftool/internal/cli/inspect"
+	"github.com/gguftool/gguftool/internal/cli/runflags"
 	synthcmd "github.com/gguftool/gguftool/internal/cli/synth"
-	"github.com/gguftool/gguftool/internal/ioengine"
 	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/resident"
+	rt "github.com/gguftool/gguftool/runtime"
 	"github.com/gguftool/gguftool/synth"
 )
 
@@ -41,13 +44,19 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 synthesize a qwen3moe model (24 experts per layer, Q8_0) as a split set,
 open and validate the set, check it against llama.cpp's strict rules,
 re-write it from what was read and compare the bytes (the writer is
-lossless), pack it into expert containers, verify every checksum, read
-random top-4 experts of every layer through the I/O engine (io_uring,
-O_DIRECT where possible), unpack it and compare with the source, and
-describe the model.
+lossless), pack it into expert containers, verify every checksum, make a
+resident tier (the non-expert tensors re-quantized to Q4_K_M), then
+generate with the CPU runtime twice from the same prompt: once with every
+expert resident in RAM (the oracle) and once streaming the routed experts
+from the pack through a two-slot cache (io_uring, O_DIRECT where
+possible), which evicts in every layer. Both outputs are printed; the
+demo fails unless the tokens and every logit match bit for bit. Then the
+telemetry of both runs, an unpack that must give the source shards back
+byte for byte, and a description of the model.
 
 Files go to a temporary directory that is removed afterwards, unless --dir
-names one to keep them in.
+names one to keep them in. --json prints a report of the generation and
+the model.
 
 Examples:
   gguftool demo
@@ -164,7 +173,17 @@ func Run(ctx context.Context, opts *Options) error {
 		return findings[0]
 	}
 	say("6. verify: every component checksum, padding byte and digest of the pack checks out")
-	if err := readSomeExperts(ctx, packDir, say); err != nil {
+	start = time.Now()
+	tiers, err := resident.Build(ctx, packDir, filepath.Join(dir, "tiers"), resident.Options{Tiers: []string{"q4_k_m"},
+		Producer: container.Producer{Name: "gguftool demo"}})
+	if err != nil {
+		return err
+	}
+	tierPath := filepath.Join(dir, "tiers", tiers[0].TierLabel+".resident.json")
+	say("7. resident tier %s: %s of non-expert tensors in %s", tiers[0].TierLabel,
+		iostreams.HumanBytes(tiers[0].ResidentBytes), time.Since(start).Round(time.Millisecond))
+	gen, err := Generate(ctx, packDir, tierPath, say)
+	if err != nil {
 		return err
 	}
 	out := filepath.Join(dir, "unpacked")
@@ -179,64 +198,17 @@ func Run(ctx context.Context, opts *Options) error {
 			return fmt.Errorf("demo: unpacking did not give %s back byte for byte", paths[i])
 		}
 	}
-	say("8. unpack: the %d source shards come back byte for byte", len(unpacked))
+	say("9. unpack: the %d source shards come back byte for byte", len(unpacked))
 
 	r, err := inspect.Build(paths[0], false, false)
 	if err != nil {
 		return err
 	}
-	say("9. inspect:\n")
-	return inspect.Print(opts.IO.Out, r, opts.JSON)
-}
-
-// readSomeExperts reads the top-4 experts of every layer for a few
-// random steps through the I/O engine, as the runtime will.
-func readSomeExperts(ctx context.Context, dir string, say func(string, ...any)) error {
-	p, err := container.OpenDir(dir)
-	if err != nil {
-		return err
+	if opts.JSON {
+		return cmdutil.PrintJSON(opts.IO.Out, Report{Schema: ReportSchema, Generation: gen, Model: r})
 	}
-	defer p.Close()
-	eng, err := ioengine.New(ioengine.Options{Backend: ioengine.Auto, QueueDepth: 16, Direct: true})
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
-	rr, err := p.NewRecordReader(eng)
-	if err != nil {
-		return err
-	}
-	defer rr.Close()
-	pool, err := ioengine.NewPool(int(p.MaxStride()), 16)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	rng := rand.New(rand.NewPCG(42, 0))
-	n := 0
-	for range 8 {
-		var reads []*container.RecordRead
-		for layer, c := range p.Containers {
-			for _, e := range rng.Perm(c.Header.Experts)[:4] {
-				b, err := pool.Get(ctx)
-				if err != nil {
-					return err
-				}
-				reads = append(reads, &container.RecordRead{Layer: layer, Expert: e, Buf: b})
-			}
-		}
-		err := rr.ReadRecords(ctx, reads)
-		for _, rd := range reads {
-			pool.Put(rd.Buf)
-		}
-		if err != nil {
-			return err
-		}
-		n += len(reads)
-	}
-	st := eng.Stats()
-	say("7. read %d expert records (one aligned read each) through %s, O_DIRECT %v, every one verified", n, st.Backend, st.DirectFiles > 0)
-	return nil
+	say("10. inspect:\n")
+	return inspect.Print(opts.IO.Out, r, false)
 }
 
 func tensorSources(f *gguf.File) []gguf.TensorSource {
@@ -245,4 +217,102 @@ func tensorSources(f *gguf.File) []gguf.TensorSource {
 		out[i] = gguf.TensorSource{TensorInfo: f.Tensors[i], Data: io.Reader(f.TensorData(i))}
 	}
 	return out
+}
+
+// ReportSchema identifies the --json report.
+const ReportSchema = "gguftool.demo/v1"
+
+// Report is the --json document.
+type Report struct {
+	Schema     string            `json:"schema"`
+	Generation *GenerationReport `json:"generation"`
+	Model      *inspect.Report   `json:"model"`
+}
+
+// GenerationReport compares the resident and the streamed run.
+type GenerationReport struct {
+	Prompt       string    `json:"prompt"`
+	PromptTokens []int     `json:"prompt_tokens"`
+	Resident     RunReport `json:"resident"`
+	Streamed     RunReport `json:"streamed"`
+	TokensMatch  bool      `json:"tokens_match"`
+	LogitsMatch  bool      `json:"logits_match"` // every logit of every position, bit for bit
+	ResidentTier string    `json:"resident_tier"`
+}
+
+// RunReport is one generation.
+type RunReport struct {
+	Text      string         `json:"text"`
+	Tokens    []int          `json:"tokens"`
+	Telemetry rt.Telemetry   `json:"telemetry"`
+	Experts   rt.SourceStats `json:"experts"`
+}
+
+// DemoPrompt is what the demo generates from.
+const DemoPrompt = "The experts live on a fast disk"
+
+// demoTokens is how many tokens each run generates.
+const demoTokens = 24
+
+// Generate runs the pack twice, experts resident and streamed through a
+// two-slot cache, and fails unless both give the same tokens and logits.
+func Generate(ctx context.Context, packDir, tier string, say func(string, ...any)) (*GenerationReport, error) {
+	rep := &GenerationReport{Prompt: DemoPrompt, ResidentTier: tier}
+	var logits [2][]float32
+	for i, o := range []rt.Options{
+		{ResidentExperts: true, Resident: tier},
+		{Cache: rt.CacheOptions{Slots: 2}, Resident: tier},
+	} {
+		m, err := rt.Open(packDir, o)
+		if err != nil {
+			return nil, err
+		}
+		defer m.Close()
+		tok, err := rt.NewTokenizer(m.Meta)
+		if err != nil {
+			return nil, err
+		}
+		prompt := tok.Encode(DemoPrompt, true, true)
+		g, err := m.Generate(ctx, prompt, rt.GenerateOptions{MaxTokens: demoTokens})
+		if err != nil {
+			return nil, err
+		}
+		r := RunReport{Text: tok.Decode(g.Tokens, false, true), Tokens: g.Tokens, Telemetry: g.Telemetry, Experts: m.Experts().Stats()}
+		// Every position's logits, to compare bit for bit.
+		s, err := m.NewSession(len(prompt) + len(g.Tokens))
+		if err != nil {
+			return nil, err
+		}
+		if logits[i], err = s.Eval(ctx, append(slices.Clone(prompt), g.Tokens...), true); err != nil {
+			return nil, err
+		}
+		rep.PromptTokens = prompt
+		if i == 0 {
+			rep.Resident = r
+		} else {
+			rep.Streamed = r
+		}
+	}
+	rep.TokensMatch = slices.Equal(rep.Resident.Tokens, rep.Streamed.Tokens)
+	rep.LogitsMatch = len(logits[0]) == len(logits[1])
+	for i := 0; rep.LogitsMatch && i < len(logits[0]); i++ {
+		rep.LogitsMatch = math.Float32bits(logits[0][i]) == math.Float32bits(logits[1][i])
+	}
+	say("8. generate %d tokens from %q (%d prompt tokens):", demoTokens, DemoPrompt, len(rep.PromptTokens))
+	say("   resident experts: %q", rep.Resident.Text)
+	say("   streamed experts: %q", rep.Streamed.Text)
+	say("   tokens match: %v; every logit of all %d positions bit-identical: %v", rep.TokensMatch,
+		len(rep.PromptTokens)+len(rep.Resident.Tokens), rep.LogitsMatch)
+	for _, r := range []struct {
+		name string
+		r    RunReport
+	}{{"resident", rep.Resident}, {"streamed", rep.Streamed}} {
+		t := r.r.Telemetry
+		say("   %s: prefill %.0f tok/s, decode %.0f tok/s; %s", r.name, t.PrefillTokPerS, t.DecodeTokPerS, runflags.Describe(r.r.Experts))
+	}
+	say("   %s", runflags.DescribeCache(rep.Streamed.Experts))
+	if !rep.TokensMatch || !rep.LogitsMatch {
+		return nil, fmt.Errorf("demo: streaming the experts changed the output (tokens match %v, logits match %v)", rep.TokensMatch, rep.LogitsMatch)
+	}
+	return rep, nil
 }
