@@ -49,6 +49,7 @@ type Model struct {
 	work    workers
 	closers []func() error
 	digest  [16]byte // identifies the model in traces
+	mem     arena    // the weights held in RAM
 }
 
 type layer struct {
@@ -95,7 +96,7 @@ func (m *Model) openGGUF(path string, o Options) error {
 	if m.digest, err = identity(m.Meta.ReaderAt(), m.Meta.DataOffset); err != nil {
 		return err
 	}
-	l := &loader{tab: setTable{set}}
+	l := &loader{tab: setTable{set}, mem: &m.mem}
 	res, err := loadResidentExperts(l, m.Hparams)
 	if err != nil {
 		return err
@@ -125,7 +126,7 @@ func (m *Model) openPack(dir string, o Options) error {
 		return err
 	}
 	if o.ResidentExperts {
-		res, err := loadPackResident(p, m.Hparams)
+		res, err := loadPackResident(p, m.Hparams, &m.mem)
 		if err != nil {
 			return err
 		}
@@ -137,7 +138,7 @@ func (m *Model) openPack(dir string, o Options) error {
 		}
 		m.experts = ps
 	}
-	return m.loadResident(&loader{tab: fileTable{p.Resident}}, o.Resident)
+	return m.loadResident(&loader{tab: fileTable{p.Resident}, mem: &m.mem}, o.Resident)
 }
 
 // loadResident reads the non-expert weights, from the model itself or from
@@ -156,10 +157,11 @@ func (m *Model) loadResident(l *loader, tier string) error {
 		if a := set.Meta().Architecture(); a != "" && a != m.Hparams.Arch {
 			return &ModelError{File: path, Msg: fmt.Sprintf("resident tier is for %s, the model is %s", a, m.Hparams.Arch)}
 		}
-		l = &loader{tab: setTable{set}}
+		l = &loader{tab: setTable{set}, mem: &m.mem}
 	}
 	h := m.Hparams
 	D, V := h.Embd, h.Vocab
+	before := l.bytes
 	if V <= 0 {
 		return &ModelError{File: l.tab.where(), Msg: "no tokenizer.ggml.tokens, so no vocabulary size"}
 	}
@@ -187,7 +189,7 @@ func (m *Model) loadResident(l *loader, tier string) error {
 			return err
 		}
 	}
-	m.ResidentBytes = l.bytes
+	m.ResidentBytes = l.bytes - before
 	return nil
 }
 
@@ -238,6 +240,11 @@ func (m *Model) loadLayer(l *loader, i int) error {
 	return nil
 }
 
+// WeightBytes is the RAM the model's weights occupy: the resident
+// tensors, and every expert when they are all resident (the expert cache
+// is apart).
+func (m *Model) WeightBytes() int64 { return m.mem.bytes }
+
 // Experts returns the model's expert source.
 func (m *Model) Experts() ExpertSource { return m.experts }
 
@@ -255,6 +262,8 @@ func (m *Model) Close() error {
 		errs = append(errs, m.closers[i]())
 	}
 	m.closers = nil
+	m.layers, m.tokEmbd, m.output, m.experts = nil, matrix{}, matrix{}, nil
+	errs = append(errs, m.mem.free())
 	return errors.Join(errs...)
 }
 

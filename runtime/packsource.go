@@ -14,7 +14,7 @@ import (
 
 // stagingBytes bounds the read buffers of misses in flight; a layer with
 // more misses reads them in waves of this size.
-const stagingBytes = 32 << 20
+const stagingBytes = 16 << 20
 
 // packLayer says where each expert tensor sits inside a layer's records.
 type packLayer struct {
@@ -65,8 +65,11 @@ func packComponents(p *container.OpenPack, h *Hparams) ([]packLayer, error) {
 			if len(comp.Shape) != 3 || comp.Shape[0] != want[0] || comp.Shape[1] != want[1] || comp.Shape[2] != want[2] {
 				return nil, &ModelError{File: c.Name, Msg: fmt.Sprintf("tensor %s has shape %v, want %v", comp.Name, comp.Shape, want)}
 			}
-			if _, err := newMatrix(comp.Name, comp.Type, int(want[0]), int(want[1]), make([]byte, comp.BytesPerExpert)); err != nil {
+			if err := checkMatrix(comp.Name, comp.Type, int(want[0])); err != nil {
 				return nil, err
+			}
+			if comp.BytesPerExpert != comp.Type.RowBytes(want[0])*want[1] {
+				return nil, &ModelError{File: c.Name, Msg: fmt.Sprintf("tensor %s has %d bytes per expert, want %d", comp.Name, comp.BytesPerExpert, comp.Type.RowBytes(want[0])*want[1])}
 			}
 			*idx, *typ = ci, comp.Type
 		}
@@ -284,7 +287,7 @@ func (ps *packExperts) Close() error {
 
 // loadPackResident reads every expert of a pack into RAM, verifying each
 // component: the pack's resident mode.
-func loadPackResident(p *container.OpenPack, h *Hparams) (*residentExperts, error) {
+func loadPackResident(p *container.OpenPack, h *Hparams, mem *arena) (*residentExperts, error) {
 	layers, err := packComponents(p, h)
 	if err != nil {
 		return nil, err
@@ -295,14 +298,15 @@ func loadPackResident(p *container.OpenPack, h *Hparams) (*residentExperts, erro
 		c := p.Containers[il]
 		load := func(ci, cols, rows int) (matrix, error) {
 			comp := &c.Header.Components[ci]
-			data := make([]byte, 0, int(comp.BytesPerExpert)*E)
-			var part []byte
+			bpe := int(comp.BytesPerExpert)
+			data, err := mem.alloc(bpe * E)
+			if err != nil {
+				return matrix{}, err
+			}
 			for e := range E {
-				var err error
-				if part, err = c.ReadComponent(e, ci, part); err != nil {
+				if _, err := c.ReadComponent(e, ci, data[e*bpe:e*bpe:(e+1)*bpe]); err != nil {
 					return matrix{}, fmt.Errorf("runtime: layer %d expert %d: %w", il, e, err)
 				}
-				data = append(data, part...)
 			}
 			m, err := newMatrix(comp.Name, comp.Type, cols, rows*E, data)
 			m.rows = rows

@@ -203,3 +203,35 @@ func TestCorruptExpert(t *testing.T) {
 		t.Errorf("resident load of a corrupt pack: %v", err)
 	}
 }
+
+// TestWeightTypes: every weight type the codecs quantize runs, gives
+// finite logits, and streams bit-identically.
+func TestWeightTypes(t *testing.T) {
+	types := []gguf.Type{gguf.TypeF16, gguf.TypeBF16, gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_0, gguf.TypeQ5_1,
+		gguf.TypeQ2_K, gguf.TypeQ3_K, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeIQ4_NL, gguf.TypeIQ4_XS, gguf.TypeMXFP4}
+	for _, typ := range types {
+		t.Run(typ.String(), func(t *testing.T) {
+			expertsOnly := typ == gguf.TypeMXFP4 // synth writes MXFP4 for routed experts only
+			src, pack := testModel(t, "qwen3moe", typ, func(c *synth.Config) {
+				c.Embd, c.HeadDim, c.Heads, c.HeadsKV, c.ExpertFF, c.Experts, c.ExpertsUsed, c.Layers = 256, 64, 4, 2, 256, 8, 2, 2
+				if expertsOnly {
+					c.Type, c.ExpertType = gguf.TypeQ8_0, typ
+				}
+			})
+			m := open(t, src, Options{})
+			if got := m.Experts().Layout(0).Up; got != typ {
+				t.Fatalf("ffn_up_exps is %s", got)
+			}
+			if got := m.layers[0].wq.typ; got != typ && !expertsOnly {
+				t.Fatalf("attn_q is %s", got)
+			}
+			want := transcript(t, m, 3)
+			for i, v := range want {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					t.Fatalf("logit %d is %g", i, v)
+				}
+			}
+			sameBits(t, typ.String(), transcript(t, open(t, pack, Options{Cache: CacheOptions{Slots: 1}}), 3), want)
+		})
+	}
+}

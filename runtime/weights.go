@@ -67,16 +67,26 @@ func (m *matrix) slice(i int) matrix {
 	return s
 }
 
+// checkMatrix says whether the runtime can multiply by a [cols, ·]
+// matrix of type t.
+func checkMatrix(name string, t gguf.Type, cols int) error {
+	vt := quant.VecDotType(t)
+	if vt == gguf.TypeCount {
+		return fmt.Errorf("%w: tensor %s has type %s, which has no dot product", ErrUnsupported, name, t)
+	}
+	if int64(cols)%t.BlockSize() != 0 || int64(cols)%vt.BlockSize() != 0 {
+		return fmt.Errorf("%w: tensor %s: rows of %d values are not whole %s and %s blocks", ErrUnsupported, name, cols, t, vt)
+	}
+	return nil
+}
+
 // newMatrix describes a [cols, rows] matrix of type t over data, checking
 // that the runtime can multiply by it.
 func newMatrix(name string, t gguf.Type, cols, rows int, data []byte) (matrix, error) {
+	if err := checkMatrix(name, t, cols); err != nil {
+		return matrix{}, err
+	}
 	vt := quant.VecDotType(t)
-	if vt == gguf.TypeCount {
-		return matrix{}, fmt.Errorf("%w: tensor %s has type %s, which has no dot product", ErrUnsupported, name, t)
-	}
-	if int64(cols)%t.BlockSize() != 0 || int64(cols)%vt.BlockSize() != 0 {
-		return matrix{}, fmt.Errorf("%w: tensor %s: rows of %d values are not whole %s and %s blocks", ErrUnsupported, name, cols, t, vt)
-	}
 	rb := int(t.RowBytes(int64(cols)))
 	if len(data) != rows*rb {
 		return matrix{}, fmt.Errorf("runtime: tensor %s: %d bytes for %d rows of %d %s values", name, len(data), rows, cols, t)
@@ -91,6 +101,7 @@ func newMatrix(name string, t gguf.Type, cols, rows int, data []byte) (matrix, e
 // loader reads tensors of one table into RAM, checking each shape.
 type loader struct {
 	tab   tensorTable
+	mem   *arena
 	bytes int64 // read so far
 }
 
@@ -120,7 +131,10 @@ func (l *loader) shape(name string, want ...int64) (*gguf.TensorInfo, *io.Sectio
 }
 
 func (l *loader) read(name string, r *io.SectionReader) ([]byte, error) {
-	b := make([]byte, r.Size())
+	b, err := l.mem.alloc(int(r.Size()))
+	if err != nil {
+		return nil, err
+	}
 	if _, err := io.ReadFull(r, b); err != nil {
 		return nil, fmt.Errorf("runtime: %s: reading tensor %s: %w", l.tab.where(), name, err)
 	}

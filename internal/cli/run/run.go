@@ -91,18 +91,22 @@ Examples:
 
 // Report is the --json document.
 type Report struct {
-	Schema       string            `json:"schema"`
-	Model        string            `json:"model"`
-	Arch         string            `json:"arch"`
-	Kernels      string            `json:"kernels"`
-	PromptTokens []int             `json:"prompt_tokens"`
-	Tokens       []int             `json:"tokens"`
-	Text         string            `json:"text"`
-	StopReason   string            `json:"stop_reason"`
-	Telemetry    rt.Telemetry      `json:"telemetry"`
-	Experts      rt.SourceStats    `json:"experts"`
-	Sampler      rt.SamplerOptions `json:"sampler"`
-	Trace        *TraceSummary     `json:"trace,omitempty"`
+	Schema       string         `json:"schema"`
+	Model        string         `json:"model"`
+	Arch         string         `json:"arch"`
+	Kernels      string         `json:"kernels"`
+	PromptTokens []int          `json:"prompt_tokens"`
+	Tokens       []int          `json:"tokens"`
+	Text         string         `json:"text"`
+	StopReason   string         `json:"stop_reason"`
+	Telemetry    rt.Telemetry   `json:"telemetry"`
+	Experts      rt.SourceStats `json:"experts"`
+	// ResidentBytes are the non-expert weights held in RAM; WeightBytes
+	// all weights held in RAM (every expert too when they are resident).
+	ResidentBytes int64             `json:"resident_bytes"`
+	WeightBytes   int64             `json:"weight_bytes"`
+	Sampler       rt.SamplerOptions `json:"sampler"`
+	Trace         *TraceSummary     `json:"trace,omitempty"`
 }
 
 // TraceSummary says what --trace wrote.
@@ -225,7 +229,7 @@ func Run(ctx context.Context, opts *Options) error {
 	if opts.JSON {
 		return cmdutil.PrintJSON(opts.IO.Out, Report{Schema: Schema, Model: opts.Model, Arch: m.Hparams.Arch, Kernels: quant.Kernels(),
 			PromptTokens: prompt, Tokens: gen.Tokens, Text: text, StopReason: gen.StopReason, Telemetry: gen.Telemetry,
-			Experts: m.Experts().Stats(), Sampler: opts.Sampler, Trace: ts})
+			Experts: m.Experts().Stats(), ResidentBytes: m.ResidentBytes, WeightBytes: m.WeightBytes(), Sampler: opts.Sampler, Trace: ts})
 	}
 	if strings.HasPrefix(text, printed) {
 		fmt.Fprint(opts.IO.Out, text[len(printed):])
