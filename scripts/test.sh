@@ -28,10 +28,13 @@ echo "== golden check: the runtime against llama.cpp's recorded outputs, residen
 go run ./cmd/gguftool golden check
 
 echo "== codecs and runtime again with GOAMD64=v3 (Go may fuse multiply-adds there)"
-GOAMD64=v3 GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./gguf/quant ./quantize ./runtime ./golden
+GOAMD64=v3 GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./gguf/quant ./quantize
+GOAMD64=v3 go test -run 'Streamed|OneSlot|Archs|WeightTypes' ./runtime
+GOAMD64=v3 go test -run TestRuntimeGoldens ./golden
 
 echo "== runtime with the pure-Go reference kernels (the fallback on CPUs without AVX2)"
-GGUFTOOL_KERNELS=generic go test -count=1 ./runtime ./golden
+GGUFTOOL_KERNELS=generic go test -count=1 -run 'Streamed|OneSlot|Archs|WeightTypes' ./runtime
+GGUFTOOL_KERNELS=generic go test -count=1 -run TestRuntimeGoldens ./golden
 go test -tags purego ./gguf/quant
 
 echo "== build with CGO_ENABLED=0"
