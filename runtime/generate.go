@@ -138,7 +138,7 @@ type Telemetry struct {
 	PromptTokens    int     `json:"prompt_tokens"`
 	GeneratedTokens int     `json:"generated_tokens"`
 	Threads         int     `json:"threads"`
-	CacheState      string  `json:"cache_state"` // "cold": the expert cache was empty at the start; "warm" otherwise
+	CacheState      string  `json:"cache_state"` // "cold": the expert cache was empty at the start; "warm" otherwise; "resident": no cache
 	PrefillSeconds  float64 `json:"prefill_seconds"`
 	PrefillTokPerS  float64 `json:"prefill_tokens_per_second"`
 	DecodeSeconds   float64 `json:"decode_seconds"`
@@ -175,9 +175,13 @@ func (m *Model) Generate(ctx context.Context, prompt []int, o GenerateOptions) (
 	tel := &g.Telemetry
 	tel.PromptTokens, tel.Threads = len(prompt), m.work.n
 	before := m.experts.Stats()
-	tel.CacheState = "cold"
-	if before.Hits+before.Misses > 0 && before.CacheSlots > 0 {
+	switch {
+	case before.Source == "resident":
+		tel.CacheState = "resident"
+	case before.Hits+before.Misses > 0 && before.CacheSlots > 0:
 		tel.CacheState = "warm"
+	default:
+		tel.CacheState = "cold"
 	}
 	start := time.Now()
 	logits, err := s.Eval(ctx, prompt, false)
