@@ -115,9 +115,10 @@ type GenerateOptions struct {
 	// Stop lists token ids that end the generation (end of generation
 	// tokens); the stop token is included in the output.
 	Stop []int
-	// OnToken, if set, is called with each new token as it is chosen;
-	// an error stops the generation and is returned.
-	OnToken func(id int) error
+	// OnToken, if set, is called with each new token as it is chosen and
+	// the logits it was chosen from (valid during the call only); an
+	// error stops the generation and is returned.
+	OnToken func(id int, logits []float32) error
 	// Context is the session's length; 0 means prompt + MaxTokens.
 	Context int
 	// Trace, if set, receives every position's routing decisions
@@ -197,7 +198,7 @@ func (m *Model) Generate(ctx context.Context, prompt []int, o GenerateOptions) (
 		id := sampler.Sample(logits)
 		g.Tokens = append(g.Tokens, id)
 		if o.OnToken != nil {
-			if err := o.OnToken(id); err != nil {
+			if err := o.OnToken(id, logits); err != nil {
 				return g, err
 			}
 		}

@@ -8,8 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== llama.cpp oracle"
+echo "== llama.cpp oracle, and the OpenAI client library for the serve test"
 scripts/llamacpp/install.sh
+scripts/serve/install-openai.sh
 
 echo "== go vet"
 go vet ./...
@@ -20,12 +21,18 @@ GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./...
 echo "== fuzz (${GGUFTOOL_FUZZTIME:-15s} per target)"
 for target in ./gguf:FuzzReader ./gguf:FuzzOpenSet ./gguf/quant:FuzzDequantize ./gguf/quant:FuzzQuantize ./gguf/quant:FuzzVecDot \
               ./quantize:FuzzLoadImatrix ./container:FuzzContainer ./container:FuzzManifest ./resident:FuzzManifest \
-              ./tiers:FuzzConfig ./tiers:FuzzJournal ./runtime:FuzzTrace ./runtime:FuzzTraceImport ./runtime:FuzzTokenizer; do
+              ./tiers:FuzzConfig ./tiers:FuzzJournal ./runtime:FuzzTrace ./runtime:FuzzTraceImport ./runtime:FuzzTokenizer \
+              ./server:FuzzRequest; do
   go test "${target%%:*}" -run=NONE -fuzz="^${target##*:}\$" -fuzztime="${GGUFTOOL_FUZZTIME:-15s}" -fuzzminimizetime=5s -timeout 0
 done
 
 echo "== golden check: the runtime against llama.cpp's recorded outputs, resident and streamed"
 go run ./cmd/gguftool golden check
+
+echo "== serve under load: 64 clients for 10 s on loopback (the 60 s run is in docs/benchmarks.md)"
+go run ./cmd/gguftool synth --arch qwen3moe --type q8_0 --experts 16 --experts-used 4 -q -o "${TMPDIR:-/tmp}/gguftool-ci-serve.gguf"
+go run ./cmd/gguftool bench serve "${TMPDIR:-/tmp}/gguftool-ci-serve.gguf" --clients 64 --duration 10s --queue 8
+rm -f "${TMPDIR:-/tmp}/gguftool-ci-serve.gguf"
 
 echo "== codecs and runtime again with GOAMD64=v3 (Go may fuse multiply-adds there)"
 GOAMD64=v3 GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./gguf/quant ./quantize

@@ -26,6 +26,7 @@ import (
 	quantizecmd "github.com/gguftool/gguftool/internal/cli/quantize"
 	residentcmd "github.com/gguftool/gguftool/internal/cli/resident"
 	runcmd "github.com/gguftool/gguftool/internal/cli/run"
+	servecmd "github.com/gguftool/gguftool/internal/cli/serve"
 	"github.com/gguftool/gguftool/internal/cli/synth"
 	tierscmd "github.com/gguftool/gguftool/internal/cli/tiers"
 	tracecmd "github.com/gguftool/gguftool/internal/cli/trace"
@@ -109,6 +110,7 @@ both.
 		tierscmd.NewCmdEnsureHot(f),
 		tierscmd.NewCmdTwins(f),
 		runcmd.NewCmd(f, nil),
+		servecmd.NewCmd(f, nil),
 		goldencmd.NewCmd(f),
 		tracecmd.NewCmd(f),
 		bench.NewCmd(f),

@@ -36,6 +36,7 @@ var Layers = map[string]int{
 	"resident":            2,
 	"runtime":             3,
 	"golden":              4,
+	"server":              4,
 	"internal/cli":        5,
 	"cmd":                 6,
 }

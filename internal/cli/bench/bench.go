@@ -18,9 +18,10 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 same run, on the same disk or the same cores: pack against cp, expert
 reads from a pack against a raw O_DIRECT read of the same files, twin
 verification against a raw read of both copies, a tier copy against
-cp + sync + sha256sum.
+cp + sync + sha256sum, prefill and decode against llama.cpp on the same
+file, and a load test of the HTTP server.
 ` + cmdutil.ExitCodesHelp,
 	}
-	cmd.AddCommand(newCmdPack(f), newCmdIO(f), newCmdTwins(f), newCmdMigrate(f), newCmdDecode(f))
+	cmd.AddCommand(newCmdPack(f), newCmdIO(f), newCmdTwins(f), newCmdMigrate(f), newCmdDecode(f), newCmdServe(f))
 	return cmd
 }

@@ -202,7 +202,7 @@ func Run(ctx context.Context, opts *Options) error {
 	var printed string
 	var seen []int
 	if !opts.JSON {
-		g.OnToken = func(id int) error {
+		g.OnToken = func(id int, _ []float32) error {
 			seen = append(seen, id)
 			// Decode everything so far and print what is new, so a
 			// character split over two tokens comes out whole.

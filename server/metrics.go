@@ -1,0 +1,156 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gguftool/gguftool/runtime"
+)
+
+// metrics are the counters /metrics exposes in the Prometheus text
+// format (version 0.0.4), written by hand: a few counters, gauges and one
+// histogram need no client library.
+type metrics struct {
+	mu         sync.Mutex
+	requests   map[[2]string]uint64 // (endpoint, code)
+	durations  map[string]*histogram
+	promptTok  uint64
+	complTok   uint64
+	genSeconds float64
+	prefillTPS float64
+	decodeTPS  float64
+	rejected   map[string]uint64
+	inFlight   int
+	queued     int
+	queueCap   int
+	experts    runtime.SourceStats
+	cacheSlots int
+}
+
+var latencyBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+type histogram struct {
+	counts []uint64 // per bucket, then +Inf
+	sum    float64
+	n      uint64
+}
+
+func newMetrics(queueCap int) *metrics {
+	return &metrics{requests: map[[2]string]uint64{}, durations: map[string]*histogram{}, rejected: map[string]uint64{}, queueCap: queueCap}
+}
+
+func (m *metrics) observe(endpoint string, code int, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.requests[[2]string{endpoint, fmt.Sprint(code)}]++
+	h := m.durations[endpoint]
+	if h == nil {
+		h = &histogram{counts: make([]uint64, len(latencyBuckets)+1)}
+		m.durations[endpoint] = h
+	}
+	s := d.Seconds()
+	i := sort.SearchFloat64s(latencyBuckets, s)
+	h.counts[i]++
+	h.sum += s
+	h.n++
+}
+
+func (m *metrics) generated(t runtime.Telemetry, experts runtime.SourceStats) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.promptTok += uint64(t.PromptTokens)
+	m.complTok += uint64(t.GeneratedTokens)
+	m.genSeconds += t.PrefillSeconds + t.DecodeSeconds
+	if t.PrefillTokPerS > 0 {
+		m.prefillTPS = t.PrefillTokPerS
+	}
+	if t.DecodeTokPerS > 0 {
+		m.decodeTPS = t.DecodeTokPerS
+	}
+	m.experts = experts
+}
+
+func (m *metrics) reject(reason string) {
+	m.mu.Lock()
+	m.rejected[reason]++
+	m.mu.Unlock()
+}
+
+func (m *metrics) add(inFlight, queued int) {
+	m.mu.Lock()
+	m.inFlight += inFlight
+	m.queued += queued
+	m.mu.Unlock()
+}
+
+func (m *metrics) write(w io.Writer) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var b strings.Builder
+	metric := func(name, typ, help string) {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+	}
+	metric("gguftool_requests_total", "counter", "HTTP requests by endpoint and status code.")
+	keys := make([][2]string, 0, len(m.requests))
+	for k := range m.requests {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+keys[i][1] < keys[j][0]+keys[j][1] })
+	for _, k := range keys {
+		fmt.Fprintf(&b, "gguftool_requests_total{endpoint=%q,code=%q} %d\n", k[0], k[1], m.requests[k])
+	}
+	metric("gguftool_request_duration_seconds", "histogram", "Request latency, from arrival to the last byte.")
+	eps := make([]string, 0, len(m.durations))
+	for e := range m.durations {
+		eps = append(eps, e)
+	}
+	sort.Strings(eps)
+	for _, e := range eps {
+		h := m.durations[e]
+		var cum uint64
+		for i, le := range latencyBuckets {
+			cum += h.counts[i]
+			fmt.Fprintf(&b, "gguftool_request_duration_seconds_bucket{endpoint=%q,le=\"%g\"} %d\n", e, le, cum)
+		}
+		fmt.Fprintf(&b, "gguftool_request_duration_seconds_bucket{endpoint=%q,le=\"+Inf\"} %d\n", e, h.n)
+		fmt.Fprintf(&b, "gguftool_request_duration_seconds_sum{endpoint=%q} %g\n", e, h.sum)
+		fmt.Fprintf(&b, "gguftool_request_duration_seconds_count{endpoint=%q} %d\n", e, h.n)
+	}
+	metric("gguftool_rejected_requests_total", "counter", "Requests turned away before running, by reason.")
+	fmt.Fprintf(&b, "gguftool_rejected_requests_total{reason=\"queue_full\"} %d\n", m.rejected["queue_full"])
+	fmt.Fprintf(&b, "gguftool_rejected_requests_total{reason=\"timeout_in_queue\"} %d\n", m.rejected["timeout_in_queue"])
+	gauge := func(name, help string, v float64) {
+		metric(name, "gauge", help)
+		fmt.Fprintf(&b, "%s %g\n", name, v)
+	}
+	counter := func(name, help string, v float64) {
+		metric(name, "counter", help)
+		fmt.Fprintf(&b, "%s %g\n", name, v)
+	}
+	counter("gguftool_prompt_tokens_total", "Prompt tokens evaluated.", float64(m.promptTok))
+	counter("gguftool_completion_tokens_total", "Tokens generated.", float64(m.complTok))
+	counter("gguftool_generation_seconds_total", "Time spent evaluating prompts and generating.", m.genSeconds)
+	gauge("gguftool_prefill_tokens_per_second", "Prompt tokens per second of the last request.", m.prefillTPS)
+	gauge("gguftool_decode_tokens_per_second", "Generated tokens per second of the last request.", m.decodeTPS)
+	gauge("gguftool_requests_in_flight", "Requests being served (queued or running).", float64(m.inFlight))
+	gauge("gguftool_queue_depth", "Requests waiting for the model.", float64(m.queued))
+	gauge("gguftool_queue_capacity", "Requests that may wait before new ones get 429.", float64(m.queueCap))
+	e := m.experts
+	counter("gguftool_expert_fetches_total", "Routed experts the model asked for.", float64(e.Fetches))
+	metric("gguftool_expert_served_total", "counter", "Routed experts by where they were served from.")
+	if e.Source == "resident" {
+		fmt.Fprintf(&b, "gguftool_expert_served_total{tier=\"resident\"} %d\n", e.Hits)
+	} else {
+		fmt.Fprintf(&b, "gguftool_expert_served_total{tier=\"ram\"} %d\n", e.Hits)
+		fmt.Fprintf(&b, "gguftool_expert_served_total{tier=\"ssd\"} %d\n", e.Misses)
+	}
+	counter("gguftool_expert_cache_evictions_total", "Experts evicted from the RAM cache.", float64(e.Evictions))
+	counter("gguftool_expert_bytes_read_total", "Bytes of expert records read from the pack.", float64(e.BytesRead))
+	counter("gguftool_expert_io_wait_seconds_total", "Time blocked on expert reads with nothing to compute.", e.IOWait.Seconds())
+	gauge("gguftool_expert_cache_slots", "Experts the RAM cache holds.", float64(e.CacheSlots))
+	io.WriteString(w, b.String())
+}

@@ -1,0 +1,171 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// responder writes one generation as a JSON response or as server-sent
+// events.
+type responder struct {
+	s       *Server
+	w       http.ResponseWriter
+	rl      *reqLog
+	id      string
+	object  string
+	chat    bool
+	p       params
+	started bool
+	text    strings.Builder
+	tokens  []tokenInfo
+	offset  int
+}
+
+func (o *responder) created() int64 { return time.Now().Unix() }
+
+// piece handles new text.
+func (o *responder) piece(ev event) {
+	if !o.p.stream {
+		o.text.WriteString(ev.text)
+		o.tokens = append(o.tokens, ev.tokens...)
+		return
+	}
+	o.start()
+	if ev.text == "" && o.p.logprobs < 0 {
+		return
+	}
+	o.send(o.chunk(ev.text, ev.tokens, nil, nil))
+}
+
+// start writes the stream's headers and, for chat, the role delta.
+func (o *responder) start() {
+	if o.started {
+		return
+	}
+	o.started = true
+	h := o.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	o.w.WriteHeader(http.StatusOK)
+	if o.chat {
+		empty := ""
+		o.send(&ChatCompletion{ID: o.id, Object: "chat.completion.chunk", Created: o.created(), Model: o.s.cfg.ModelName,
+			SystemFingerprint: "gguftool", Choices: []ChatChoice{{Delta: &ChatOut{Role: "assistant", Content: &empty}}}})
+	}
+}
+
+func (o *responder) send(v any) {
+	b, _ := json.Marshal(v)
+	fmt.Fprintf(o.w, "data: %s\n\n", b)
+	if f, ok := o.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// chunk is one streamed piece; finish and usage are set on the last.
+func (o *responder) chunk(text string, toks []tokenInfo, finish *string, usage *Usage) any {
+	if o.chat {
+		c := ChatChoice{Delta: &ChatOut{}, FinishReason: finish, Logprobs: o.chatLogprobs(toks)}
+		if text != "" || finish == nil {
+			c.Delta.Content = &text
+		}
+		return &ChatCompletion{ID: o.id, Object: "chat.completion.chunk", Created: o.created(), Model: o.s.cfg.ModelName,
+			SystemFingerprint: "gguftool", Choices: []ChatChoice{c}, Usage: usage}
+	}
+	return &Completion{ID: o.id, Object: "text_completion", Created: o.created(), Model: o.s.cfg.ModelName,
+		Choices: []CompletionChoice{{Text: text, FinishReason: finish, Logprobs: o.completionLogprobs(toks)}}, Usage: usage}
+}
+
+func (o *responder) finish(ev event) {
+	if ev.err != nil {
+		e := &APIError{Status: 500, Type: "server_error", Message: ev.err.Error()}
+		switch {
+		case errors.Is(ev.err, context.DeadlineExceeded):
+			e = &APIError{Status: 504, Type: "timeout", Message: fmt.Sprintf("the request did not finish within %s", o.s.cfg.RequestTimeout)}
+		case errors.Is(ev.err, context.Canceled):
+			e = &APIError{Status: 503, Type: "server_error", Message: "the request was cancelled (client gone or server shutting down)"}
+		}
+		o.rl.attrs = append(o.rl.attrs, "completion_tokens", ev.usage.CompletionTokens)
+		if o.started {
+			o.rl.attrs = append(o.rl.attrs, "error", e.Message)
+			o.send(map[string]*APIError{"error": e})
+			return
+		}
+		writeError(o.w, o.rl, e)
+		return
+	}
+	o.rl.attrs = append(o.rl.attrs, "completion_tokens", ev.usage.CompletionTokens, "finish", ev.finish)
+	finish := ev.finish
+	usage := ev.usage
+	if o.p.stream {
+		o.start()
+		o.send(o.chunk(ev.text, ev.tokens, &finish, &usage))
+		fmt.Fprint(o.w, "data: [DONE]\n\n")
+		if f, ok := o.w.(http.Flusher); ok {
+			f.Flush()
+		}
+		return
+	}
+	o.text.WriteString(ev.text)
+	o.tokens = append(o.tokens, ev.tokens...)
+	text := o.text.String()
+	if o.chat {
+		writeJSON(o.w, &ChatCompletion{ID: o.id, Object: "chat.completion", Created: o.created(), Model: o.s.cfg.ModelName,
+			SystemFingerprint: "gguftool", Usage: &usage, Choices: []ChatChoice{{
+				Message: &ChatOut{Role: "assistant", Content: &text}, FinishReason: &finish, Logprobs: o.chatLogprobs(o.tokens)}}})
+		return
+	}
+	writeJSON(o.w, &Completion{ID: o.id, Object: "text_completion", Created: o.created(), Model: o.s.cfg.ModelName, Usage: &usage,
+		Choices: []CompletionChoice{{Text: text, FinishReason: &finish, Logprobs: o.completionLogprobs(o.tokens)}}})
+}
+
+func (o *responder) completionLogprobs(toks []tokenInfo) *CompletionLogprobs {
+	if o.p.logprobs < 0 {
+		return nil
+	}
+	lp := &CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+	for _, t := range toks {
+		piece := o.s.tok.Piece(t.id, true)
+		lp.Tokens = append(lp.Tokens, piece)
+		lp.TokenLogprobs = append(lp.TokenLogprobs, t.logprob)
+		top := map[string]float64{}
+		for _, a := range t.top {
+			top[o.s.tok.Piece(int(a[0]), true)] = a[1]
+		}
+		lp.TopLogprobs = append(lp.TopLogprobs, top)
+		lp.TextOffset = append(lp.TextOffset, o.offset)
+		o.offset += len(piece)
+	}
+	return lp
+}
+
+func (o *responder) chatLogprobs(toks []tokenInfo) *ChatLogprobs {
+	if o.p.logprobs < 0 {
+		return nil
+	}
+	c := &ChatLogprobs{Content: []TokenLogprob{}}
+	for _, t := range toks {
+		piece := o.s.tok.Piece(t.id, true)
+		tl := TokenLogprob{Token: piece, Logprob: t.logprob, Bytes: byteInts(piece), TopLogprobs: []TopAlternate{}}
+		for _, a := range t.top {
+			p := o.s.tok.Piece(int(a[0]), true)
+			tl.TopLogprobs = append(tl.TopLogprobs, TopAlternate{Token: p, Logprob: a[1], Bytes: byteInts(p)})
+		}
+		c.Content = append(c.Content, tl)
+	}
+	return c
+}
+
+func byteInts(s string) []int {
+	out := make([]int, len(s))
+	for i := range len(s) {
+		out[i] = int(s[i])
+	}
+	return out
+}

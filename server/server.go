@@ -1,0 +1,611 @@
+// Package server is gguftool's OpenAI-compatible HTTP server over the
+// runtime: /v1/completions and /v1/chat/completions (streamed as
+// server-sent events or not), /v1/models, /health and /metrics. Requests
+// wait in a bounded queue for the one model (past the bound: 429 with
+// Retry-After), each under a timeout and cancelled when its client goes
+// away; shutdown finishes or cancels what is in flight.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gguftool/gguftool/runtime"
+)
+
+// Config configures a server.
+type Config struct {
+	Model     *runtime.Model
+	ModelName string // what responses and /v1/models call the model
+	// QueueSize is how many requests may wait while one runs.
+	QueueSize int
+	// RequestTimeout bounds a request from arrival to its last token.
+	RequestTimeout time.Duration
+	// MaxBodyBytes bounds a request body.
+	MaxBodyBytes int64
+	// MaxTokens bounds max_tokens; DefaultMaxTokens is used when a request
+	// does not say.
+	MaxTokens, DefaultMaxTokens int
+	// Context bounds prompt + max_tokens (at most the model's context).
+	Context int
+	// APIKey, when set, is required as "Authorization: Bearer KEY".
+	APIKey string
+	Logger *slog.Logger
+}
+
+// Server serves one model.
+type Server struct {
+	cfg     Config
+	tok     *runtime.Tokenizer
+	tmpl    chatTemplate
+	lim     limits
+	jobs    chan *job
+	metrics *metrics
+	created int64
+
+	base   context.Context
+	cancel context.CancelFunc
+	worker sync.WaitGroup
+	// closing guards jobs: no handler enqueues once Close has begun.
+	closing sync.RWMutex
+	closed  bool
+}
+
+// New checks the configuration and prepares the server.
+func New(cfg Config) (*Server, error) {
+	m := cfg.Model
+	tok, err := runtime.NewTokenizer(m.Meta)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case cfg.QueueSize < 0:
+		return nil, fmt.Errorf("server: queue size %d", cfg.QueueSize)
+	case cfg.MaxTokens < 1 || cfg.DefaultMaxTokens < 1 || cfg.DefaultMaxTokens > cfg.MaxTokens:
+		return nil, fmt.Errorf("server: max tokens %d and default %d", cfg.MaxTokens, cfg.DefaultMaxTokens)
+	case cfg.Context < 2 || cfg.Context > m.Hparams.Context:
+		return nil, fmt.Errorf("server: a context of %d (the model's is %d)", cfg.Context, m.Hparams.Context)
+	case cfg.MaxBodyBytes < 1024:
+		return nil, fmt.Errorf("server: a body limit of %d bytes", cfg.MaxBodyBytes)
+	case cfg.RequestTimeout <= 0:
+		return nil, fmt.Errorf("server: request timeout %s", cfg.RequestTimeout)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	tmpl := ""
+	if v, ok := m.Meta.Lookup("tokenizer.chat_template"); ok {
+		tmpl, _ = v.Str()
+	}
+	s := &Server{cfg: cfg, tok: tok, tmpl: pickTemplate(m.Hparams.Arch, tmpl),
+		lim:  limits{maxTokens: cfg.MaxTokens, defaultMax: cfg.DefaultMaxTokens, maxStop: 4, maxStopBytes: 256},
+		jobs: make(chan *job, cfg.QueueSize), metrics: newMetrics(cfg.QueueSize), created: time.Now().Unix()}
+	s.metrics.experts = m.Experts().Stats()
+	s.base, s.cancel = context.WithCancel(context.Background())
+	s.worker.Add(1)
+	go s.work()
+	return s, nil
+}
+
+// Rejections is how many requests were turned away because the queue was
+// full.
+func (s *Server) Rejections() uint64 {
+	s.metrics.mu.Lock()
+	defer s.metrics.mu.Unlock()
+	return s.metrics.rejected["queue_full"]
+}
+
+// ChatTemplate names the template chat requests are rendered with.
+func (s *Server) ChatTemplate() string { return s.tmpl.Name }
+
+// Close cancels whatever is running or queued and stops the worker. The
+// model stays open (its owner closes it).
+func (s *Server) Close() {
+	s.cancel()
+	s.closing.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.jobs)
+	}
+	s.closing.Unlock()
+	s.worker.Wait()
+}
+
+// enqueue adds a job unless the queue is full or the server is closing.
+func (s *Server) enqueue(j *job) (ok, closed bool) {
+	s.closing.RLock()
+	defer s.closing.RUnlock()
+	if s.closed {
+		return false, true
+	}
+	select {
+	case s.jobs <- j:
+		return true, false
+	default:
+		return false, false
+	}
+}
+
+// Serve serves on ln until ctx is cancelled, then shuts down: it stops
+// accepting, lets requests in flight finish for up to grace, then cancels
+// them, and returns once every handler and the worker have stopped.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return s.base }}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		s.Close()
+		return err
+	case <-ctx.Done():
+	}
+	s.cfg.Logger.Info("shutting down", "grace", grace.String())
+	sctx, stop := context.WithTimeout(context.Background(), grace)
+	defer stop()
+	err := hs.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		s.cfg.Logger.Warn("grace period over: cancelling requests in flight")
+		s.cancel()
+		err = hs.Close()
+	}
+	s.Close()
+	if e := <-errc; !errors.Is(e, http.ErrServerClosed) && err == nil {
+		err = e
+	}
+	return err
+}
+
+// Handler routes the API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/completions", s.wrap("completions", s.completions))
+	mux.HandleFunc("/v1/chat/completions", s.wrap("chat", s.chat))
+	mux.HandleFunc("/v1/models", s.wrap("models", s.models))
+	mux.HandleFunc("/health", s.wrap("health", s.health))
+	mux.HandleFunc("/metrics", s.wrap("metrics", func(w http.ResponseWriter, r *http.Request, rl *reqLog) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		s.metrics.write(w)
+	}))
+	mux.HandleFunc("/", s.wrap("other", func(w http.ResponseWriter, r *http.Request, rl *reqLog) {
+		writeError(w, rl, &APIError{Status: 404, Type: "invalid_request_error", Message: "no such endpoint: " + r.URL.Path})
+	}))
+	return mux
+}
+
+// reqLog collects what the request's log line says.
+type reqLog struct {
+	id     string
+	status int
+	attrs  []any
+}
+
+// statusWriter remembers the status code.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *Server) wrap(endpoint string, h func(http.ResponseWriter, *http.Request, *reqLog)) http.HandlerFunc {
+	return func(rw http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rl := &reqLog{id: newID()}
+		w := &statusWriter{ResponseWriter: rw}
+		w.Header().Set("X-Request-Id", rl.id)
+		defer func() {
+			if p := recover(); p != nil {
+				s.cfg.Logger.Error("panic", "id", rl.id, "panic", fmt.Sprint(p))
+				if w.status == 0 {
+					writeError(w, rl, &APIError{Status: 500, Type: "server_error", Message: "internal error"})
+				}
+			}
+			status := w.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			s.metrics.observe(endpoint, status, time.Since(start))
+			attrs := append([]any{"id", rl.id, "method", r.Method, "path", r.URL.Path, "status", status,
+				"duration_ms", time.Since(start).Milliseconds(), "remote", r.RemoteAddr}, rl.attrs...)
+			s.cfg.Logger.Info("request", attrs...)
+		}()
+		if s.cfg.APIKey != "" && endpoint != "health" {
+			if r.Header.Get("Authorization") != "Bearer "+s.cfg.APIKey {
+				writeError(w, rl, &APIError{Status: 401, Type: "invalid_request_error", Code: "invalid_api_key",
+					Message: "missing or wrong API key (Authorization: Bearer …)"})
+				return
+			}
+		}
+		h(w, r, rl)
+	}
+}
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func writeError(w http.ResponseWriter, rl *reqLog, e *APIError) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	rl.attrs = append(rl.attrs, "error", e.Message)
+	json.NewEncoder(w).Encode(map[string]*APIError{"error": e})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request, rl *reqLog) {
+	s.metrics.mu.Lock()
+	queued := s.metrics.queued
+	s.metrics.mu.Unlock()
+	writeJSON(w, map[string]any{"status": "ok", "model": s.cfg.ModelName, "queued": queued, "queue_capacity": s.cfg.QueueSize})
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request, rl *reqLog) {
+	if r.Method != http.MethodGet {
+		writeError(w, rl, &APIError{Status: 405, Type: "invalid_request_error", Message: "use GET"})
+		return
+	}
+	writeJSON(w, map[string]any{"object": "list", "data": []map[string]any{{
+		"id": s.cfg.ModelName, "object": "model", "created": s.created, "owned_by": "gguftool"}}})
+}
+
+// readBody reads a POST body within the size limit.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *APIError) {
+	if r.Method != http.MethodPost {
+		return nil, &APIError{Status: 405, Type: "invalid_request_error", Message: "use POST"}
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return nil, &APIError{Status: 415, Type: "invalid_request_error", Message: "Content-Type must be application/json"}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return nil, &APIError{Status: 413, Type: "invalid_request_error", Message: fmt.Sprintf("request body over %d bytes", mb.Limit)}
+		}
+		return nil, badRequest("", "reading the body: %v", err)
+	}
+	return body, nil
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog) {
+	body, aerr := s.readBody(w, r)
+	if aerr != nil {
+		writeError(w, rl, aerr)
+		return
+	}
+	var req CompletionRequest
+	if aerr := decodeJSON(body, &req); aerr != nil {
+		writeError(w, rl, aerr)
+		return
+	}
+	p, aerr := s.lim.params(req.MaxTokens, req.Temperature, req.TopP, req.TopK, req.Seed, req.Stop, req.N, req.Stream)
+	if aerr != nil {
+		writeError(w, rl, aerr)
+		return
+	}
+	if req.Logprobs != nil {
+		if *req.Logprobs < 0 || *req.Logprobs > 20 {
+			writeError(w, rl, badRequest("logprobs", "logprobs must be in 0..20"))
+			return
+		}
+		p.logprobs = *req.Logprobs
+	}
+	if req.Echo {
+		writeError(w, rl, badRequest("echo", "echo is not supported"))
+		return
+	}
+	prompt, aerr := s.prompt(req.Prompt)
+	if aerr != nil {
+		writeError(w, rl, aerr)
+		return
+	}
+	s.generate(w, r, rl, prompt, p, false)
+}
+
+// prompt tokenizes a completion prompt: a string, an array of one string,
+// or an array of token ids.
+func (s *Server) prompt(raw json.RawMessage) ([]int, *APIError) {
+	var text string
+	if err := json.Unmarshal(raw, &text); err == nil {
+		return s.tok.Encode(text, true, true), nil
+	}
+	var texts []string
+	if err := json.Unmarshal(raw, &texts); err == nil {
+		if len(texts) != 1 {
+			return nil, badRequest("prompt", "only one prompt per request")
+		}
+		return s.tok.Encode(texts[0], true, true), nil
+	}
+	var ids []int
+	if err := json.Unmarshal(raw, &ids); err == nil {
+		for _, id := range ids {
+			if id < 0 || id >= s.tok.Len() {
+				return nil, badRequest("prompt", "token id %d is outside the vocabulary of %d", id, s.tok.Len())
+			}
+		}
+		return ids, nil
+	}
+	return nil, badRequest("prompt", "prompt must be a string, an array of one string, or an array of token ids")
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request, rl *reqLog) {
+	body, aerr := s.readBody(w, r)
+	if aerr != nil {
+		writeError(w, rl, aerr)
+		return
+	}
+	var req ChatRequest
+	if aerr := decodeJSON(body, &req); aerr != nil {
+		writeError(w, rl, aerr)
+		return
+	}
+	maxTok := req.MaxTokens
+	if req.MaxCompletionTokens != nil {
+		maxTok = req.MaxCompletionTokens
+	}
+	p, aerr := s.lim.params(maxTok, req.Temperature, req.TopP, req.TopK, req.Seed, req.Stop, req.N, req.Stream)
+	if aerr != nil {
+		writeError(w, rl, aerr)
+		return
+	}
+	if req.Logprobs {
+		p.logprobs = 0
+		if req.TopLogprobs != nil {
+			if *req.TopLogprobs < 0 || *req.TopLogprobs > 20 {
+				writeError(w, rl, badRequest("top_logprobs", "top_logprobs must be in 0..20"))
+				return
+			}
+			p.logprobs = *req.TopLogprobs
+		}
+	}
+	if len(req.Messages) == 0 {
+		writeError(w, rl, badRequest("messages", "messages must not be empty"))
+		return
+	}
+	msgs := make([]message, len(req.Messages))
+	for i, m := range req.Messages {
+		switch m.Role {
+		case "system", "developer", "user", "assistant":
+		default:
+			writeError(w, rl, badRequest(fmt.Sprintf("messages[%d].role", i), "role %q is not one of system, developer, user, assistant", m.Role))
+			return
+		}
+		text, aerr := chatContent(m.Content, i)
+		if aerr != nil {
+			writeError(w, rl, aerr)
+			return
+		}
+		role := m.Role
+		if role == "developer" {
+			role = "system"
+		}
+		msgs[i] = message{role, text}
+	}
+	w.Header().Set("X-Gguftool-Chat-Template", s.tmpl.Name)
+	rl.attrs = append(rl.attrs, "chat_template", s.tmpl.Name)
+	prompt := s.tok.Encode(s.tmpl.render(msgs), true, true)
+	s.generate(w, r, rl, prompt, p, true)
+}
+
+// job is one generation waiting for, or running on, the model.
+type job struct {
+	ctx    context.Context
+	prompt []int
+	p      params
+	events chan event
+	queued time.Time
+}
+
+// event is a piece of a generation: new text, or the end.
+type event struct {
+	text   string
+	tokens []tokenInfo
+	done   bool
+	finish string
+	usage  Usage
+	err    error
+}
+
+type tokenInfo struct {
+	id      int
+	logprob float64
+	top     [][2]float64 // (id, log p), best first
+}
+
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, rl *reqLog, prompt []int, p params, chat bool) {
+	rl.attrs = append(rl.attrs, "prompt_tokens", len(prompt), "max_tokens", p.maxTokens, "stream", p.stream)
+	if len(prompt) == 0 {
+		writeError(w, rl, badRequest("prompt", "the prompt is empty"))
+		return
+	}
+	if len(prompt)+p.maxTokens > s.cfg.Context {
+		writeError(w, rl, &APIError{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded",
+			Message: fmt.Sprintf("%d prompt tokens + max_tokens %d exceed the context of %d", len(prompt), p.maxTokens, s.cfg.Context)})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	j := &job{ctx: ctx, prompt: prompt, p: p, events: make(chan event, 64), queued: time.Now()}
+	s.metrics.add(1, 1) // before the worker can take it off the queue
+	ok, closed := s.enqueue(j)
+	if !ok {
+		s.metrics.add(-1, -1)
+	}
+	switch {
+	case closed:
+		writeError(w, rl, &APIError{Status: 503, Type: "server_error", Message: "the server is shutting down"})
+		return
+	case ok:
+		defer s.metrics.add(-1, 0)
+	default:
+		s.metrics.reject("queue_full")
+		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfter()))
+		writeError(w, rl, &APIError{Status: 429, Type: "rate_limit_exceeded", Code: "queue_full",
+			Message: fmt.Sprintf("%d requests are already waiting; retry later", s.cfg.QueueSize)})
+		return
+	}
+	id := "cmpl-" + rl.id
+	object := "text_completion"
+	if chat {
+		id, object = "chatcmpl-"+rl.id, "chat.completion"
+	}
+	out := &responder{s: s, w: w, rl: rl, id: id, object: object, chat: chat, p: p}
+	for {
+		var ev event
+		select {
+		case ev = <-j.events:
+		case <-ctx.Done():
+			// The worker sends the end once it notices; wait for it so the
+			// response says why.
+			ev = <-j.events
+			for !ev.done {
+				ev = <-j.events
+			}
+		}
+		if ev.done {
+			out.finish(ev)
+			return
+		}
+		out.piece(ev)
+	}
+}
+
+// retryAfter estimates the seconds until a queue slot frees.
+func (s *Server) retryAfter() int {
+	s.metrics.mu.Lock()
+	defer s.metrics.mu.Unlock()
+	if s.metrics.decodeTPS <= 0 {
+		return 1
+	}
+	return max(1, int(float64(s.lim.defaultMax)/s.metrics.decodeTPS))
+}
+
+// work runs the queued jobs one at a time.
+func (s *Server) work() {
+	defer s.worker.Done()
+	for j := range s.jobs {
+		s.metrics.add(0, -1)
+		if err := j.ctx.Err(); err != nil {
+			s.metrics.reject("timeout_in_queue")
+			j.events <- event{done: true, err: err}
+			continue
+		}
+		s.run(j)
+	}
+}
+
+var errStopSequence = errors.New("stop sequence")
+
+func (s *Server) run(j *job) {
+	p := j.p
+	st := &stopper{tok: s.tok, stops: p.stop}
+	send := func(ev event) bool {
+		select {
+		case j.events <- ev:
+			return true
+		case <-j.ctx.Done():
+			return false
+		}
+	}
+	opts := runtime.GenerateOptions{
+		MaxTokens: p.maxTokens,
+		Sampler:   runtime.SamplerOptions{Temperature: p.temperature, TopK: p.topK, TopP: p.topP, Seed: p.seed},
+		Stop:      s.tok.EOG(),
+		Context:   len(j.prompt) + p.maxTokens,
+		OnToken: func(id int, logits []float32) error {
+			info := tokenInfo{id: id}
+			if p.logprobs >= 0 {
+				lp := runtime.LogSoftmax(logits)
+				info.logprob = lp[id]
+				info.top = topN(lp, p.logprobs)
+			}
+			if s.tok.IsEOG(id) {
+				return nil
+			}
+			text, stopped := st.push(id)
+			if !send(event{text: text, tokens: []tokenInfo{info}}) {
+				return j.ctx.Err()
+			}
+			if stopped {
+				return errStopSequence
+			}
+			return nil
+		},
+	}
+	g, err := s.cfg.Model.Generate(j.ctx, j.prompt, opts)
+	final := event{done: true}
+	switch {
+	case errors.Is(err, errStopSequence):
+		final.finish = "stop"
+	case err != nil:
+		final.err = err
+	default:
+		final.finish = g.StopReason
+		final.text = st.flush()
+	}
+	if g != nil {
+		final.usage = Usage{PromptTokens: len(j.prompt), CompletionTokens: len(g.Tokens), TotalTokens: len(j.prompt) + len(g.Tokens)}
+		s.metrics.generated(g.Telemetry, s.cfg.Model.Experts().Stats())
+	}
+	// The end is always delivered: the handler waits for it.
+	j.events <- final
+}
+
+func topN(lp []float64, n int) [][2]float64 {
+	if n <= 0 {
+		return nil
+	}
+	top := make([][2]float64, 0, n+1)
+	for id, v := range lp {
+		if len(top) < n || v > top[len(top)-1][1] {
+			i := len(top)
+			for i > 0 && top[i-1][1] < v {
+				i--
+			}
+			top = append(top, [2]float64{})
+			copy(top[i+1:], top[i:])
+			top[i] = [2]float64{float64(id), v}
+			if len(top) > n {
+				top = top[:n]
+			}
+		}
+	}
+	return top
+}
