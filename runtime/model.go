@@ -10,6 +10,8 @@ import (
 	goruntime "runtime"
 	"strings"
 
+	"github.com/zeebo/xxh3"
+
 	"github.com/gguftool/gguftool/container"
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/resident"
@@ -49,7 +51,10 @@ type Model struct {
 	work    workers
 	closers []func() error
 	digest  [16]byte // identifies the model in traces
-	mem     arena    // the weights held in RAM
+	// packDigest is pack.json's XXH3-128 as resident manifests record it
+	// ("" for a GGUF).
+	packDigest container.Digest
+	mem        arena // the weights held in RAM
 }
 
 type layer struct {
@@ -125,6 +130,7 @@ func (m *Model) openPack(dir string, o Options) error {
 	if m.digest, err = identity(bytes.NewReader(manifest), int64(len(manifest))); err != nil {
 		return err
 	}
+	m.packDigest = container.DigestOf(xxh3.Hash128(manifest))
 	if o.ResidentExperts {
 		res, err := loadPackResident(p, m.Hparams, &m.mem)
 		if err != nil {
@@ -145,7 +151,7 @@ func (m *Model) openPack(dir string, o Options) error {
 // a resident tier file.
 func (m *Model) loadResident(l *loader, tier string) error {
 	if tier != "" {
-		path, err := residentTierPath(tier)
+		path, err := m.residentTierPath(tier)
 		if err != nil {
 			return err
 		}
@@ -267,18 +273,47 @@ func (m *Model) Close() error {
 	return errors.Join(errs...)
 }
 
-// residentTierPath resolves a resident tier given as its GGUF or as its
-// manifest (*.resident.json, which names the GGUF beside it).
-func residentTierPath(tier string) (string, error) {
-	if !strings.HasSuffix(tier, ".resident.json") {
+// residentTierPath resolves a resident tier given as its GGUF, as its
+// manifest (*.resident.json, which names the GGUF beside it), or as a
+// label: <label>.resident.json looked for in $GGUFTOOL_RESIDENT_TIERS,
+// the current directory, the model's directory and the one above it. A
+// manifest that pairs with a pack must pair with this one.
+func (m *Model) residentTierPath(tier string) (string, error) {
+	if strings.HasSuffix(tier, ".gguf") {
 		return tier, nil
 	}
-	man, err := resident.ReadManifest(context.Background(), tier)
+	manifest := tier
+	if !strings.HasSuffix(tier, ".resident.json") {
+		if strings.ContainsRune(tier, filepath.Separator) {
+			return tier, nil
+		}
+		var looked []string
+		manifest = ""
+		for _, dir := range []string{os.Getenv("GGUFTOOL_RESIDENT_TIERS"), ".", m.Path, filepath.Dir(m.Path)} {
+			if dir == "" {
+				continue
+			}
+			p := filepath.Join(dir, tier+".resident.json")
+			looked = append(looked, p)
+			if _, err := os.Stat(p); err == nil {
+				manifest = p
+				break
+			}
+		}
+		if manifest == "" {
+			return "", fmt.Errorf("runtime: resident tier %q: no %s.resident.json in %s: %w", tier, tier, strings.Join(looked, ", "), os.ErrNotExist)
+		}
+	}
+	man, err := resident.ReadManifest(context.Background(), manifest)
 	if err != nil {
 		return "", err
 	}
 	if len(man.Files) == 0 {
-		return "", &ModelError{File: tier, Msg: "the manifest names no resident GGUF"}
+		return "", &ModelError{File: manifest, Msg: "the manifest names no resident GGUF"}
 	}
-	return filepath.Join(filepath.Dir(tier), man.Files[0].File), nil
+	if man.Pack != nil && m.packDigest != "" && man.Pack.ManifestXXH3 != m.packDigest {
+		return "", &ModelError{File: manifest, Msg: fmt.Sprintf("resident tier %s pairs with pack %s (pack.json %s), not with %s",
+			man.TierLabel, man.Pack.Dir, man.Pack.ManifestXXH3, m.Path)}
+	}
+	return filepath.Join(filepath.Dir(manifest), man.Files[0].File), nil
 }

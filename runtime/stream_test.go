@@ -12,6 +12,7 @@ import (
 
 	"github.com/gguftool/gguftool/container"
 	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/resident"
 	"github.com/gguftool/gguftool/synth"
 )
 
@@ -233,5 +234,33 @@ func TestWeightTypes(t *testing.T) {
 			}
 			sameBits(t, typ.String(), transcript(t, open(t, pack, Options{Cache: CacheOptions{Slots: 1}}), 3), want)
 		})
+	}
+}
+
+// TestResidentTierByLabel: a resident tier named by its label is found
+// beside the pack, streams bit-identically, and a tier made for another
+// pack is refused.
+func TestResidentTierByLabel(t *testing.T) {
+	_, pack := testModel(t, "qwen3moe", gguf.TypeQ8_0, func(c *synth.Config) {
+		c.Embd, c.HeadDim, c.Heads, c.HeadsKV, c.ExpertFF = 256, 64, 4, 2, 256
+	})
+	dir := filepath.Dir(pack)
+	if _, err := resident.Build(context.Background(), pack, dir, resident.Options{Tiers: []string{"q4_k_m"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := transcript(t, open(t, pack, Options{ResidentExperts: true, Resident: filepath.Join(dir, "q4_k_m.resident.json")}), 3)
+	m := open(t, pack, Options{Cache: CacheOptions{Slots: 2}, Resident: "q4_k_m"})
+	if m.layers[0].wq.typ == gguf.TypeQ8_0 {
+		t.Fatal("the tier's tensors were not used")
+	}
+	sameBits(t, "label", transcript(t, m, 3), want)
+	if _, err := Open(pack, Options{Resident: "q9"}); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "q9.resident.json") {
+		t.Errorf("unknown label: %v", err)
+	}
+	_, other := testModel(t, "qwen3moe", gguf.TypeQ8_0, func(c *synth.Config) {
+		c.Embd, c.HeadDim, c.Heads, c.HeadsKV, c.ExpertFF, c.Seed = 256, 64, 4, 2, 256, 99
+	})
+	if _, err := Open(other, Options{Resident: filepath.Join(dir, "q4_k_m.resident.json")}); err == nil || !strings.Contains(err.Error(), "pairs with pack") {
+		t.Errorf("a tier of another pack: %v", err)
 	}
 }

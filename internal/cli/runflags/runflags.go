@@ -38,6 +38,10 @@ bytes (2GiB, 500M, 0 for none) or "auto" (the memory left by the cgroup
 limit or MemAvailable after the resident weights and a 512 MiB margin);
 --expert-cache-slots sets a count of experts instead. The logits are the
 same bit for bit whatever the cache, policy, I/O backend or thread count.
+--resident-tier takes a resident tier's GGUF, its manifest
+(LABEL.resident.json), or its label alone, found as LABEL.resident.json in
+$GGUFTOOL_RESIDENT_TIERS, the current directory, the model's directory or
+the one above it; a tier made from another pack is refused.
 `
 
 // Register adds the flags to cmd.
@@ -51,7 +55,7 @@ func (m *Model) Register(cmd *cobra.Command) {
 	fl.StringVar(&m.IO, "io", cmdutil.EnvOr("IO", "auto"), "pack: I/O backend: auto, uring, pread ($GGUFTOOL_IO)")
 	fl.BoolVar(&m.Buffered, "buffered", false, "pack: read through the page cache instead of O_DIRECT")
 	fl.BoolVar(&m.ResidentExperts, "resident-experts", false, "pack: load every expert into RAM (the oracle for streaming)")
-	fl.StringVar(&m.ResidentTier, "resident-tier", "", "a resident tier GGUF (gguftool resident-only) to use for the non-expert weights")
+	fl.StringVar(&m.ResidentTier, "resident-tier", "", "non-expert weights from a resident tier (gguftool resident-only): its label, manifest or GGUF")
 }
 
 // Options converts the flags into runtime options.
