@@ -21,11 +21,17 @@ import (
 )
 
 // testModel writes a small qwen3moe (ChatML template) and opens it.
-func testModel(t testing.TB) *runtime.Model {
+func testModel(t testing.TB) *runtime.Model { return testModelWith(t, nil) }
+
+// testModelWith is testModel with the synth config changed.
+func testModelWith(t testing.TB, mutate func(*synth.Config)) *runtime.Model {
 	t.Helper()
 	c := synth.Defaults("qwen3moe")
 	c.Type = gguf.TypeQ8_0
 	c.Experts, c.ExpertsUsed = 16, 4
+	if mutate != nil {
+		mutate(&c)
+	}
 	kvs, tensors, err := c.Model()
 	if err != nil {
 		t.Fatal(err)
@@ -339,7 +345,12 @@ func TestAPIKey(t *testing.T) {
 // with Retry-After; a client that goes away stops its generation; a
 // shutdown lets the running request finish.
 func TestQueueFullCancelAndShutdown(t *testing.T) {
-	m := testModel(t)
+	// A model slow enough that a 3,000-token generation outlasts the test's
+	// checks (a tiny one finishes it, and fits its whole stream in the
+	// socket buffers, in a few seconds).
+	m := testModelWith(t, func(c *synth.Config) {
+		c.Embd, c.HeadDim, c.Heads, c.HeadsKV, c.ExpertFF, c.Layers = 512, 64, 8, 2, 512, 6
+	})
 	cfg := testConfig(m)
 	cfg.QueueSize = 1
 	cfg.MaxTokens = 4000
@@ -368,8 +379,11 @@ func TestQueueFullCancelAndShutdown(t *testing.T) {
 		s.metrics.mu.Lock()
 		q := s.metrics.queued
 		s.metrics.mu.Unlock()
-		if q == 1 || time.Now().After(deadline) {
+		if q == 1 {
 			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second request never queued")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
