@@ -18,7 +18,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -290,9 +289,8 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *APIE
 	if r.Method != http.MethodPost {
 		return nil, &APIError{Status: 405, Type: "invalid_request_error", Message: "use POST"}
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return nil, &APIError{Status: 415, Type: "invalid_request_error", Message: "Content-Type must be application/json"}
-	}
+	// Any Content-Type is accepted (curl -d sends a form type), as
+	// llama-server does: the body must be a JSON object whatever it says.
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var mb *http.MaxBytesError

@@ -90,6 +90,19 @@ func TestServe(t *testing.T) {
 	if code, _, errOut := run(t, "migrate", pack, "--to", "cold"); code != 0 {
 		t.Errorf("migrate after serve: exit %d: %s", code, errOut)
 	}
+	// Without any storage-tiers configuration there is nothing to lease,
+	// and serve runs.
+	t.Setenv("GGUFTOOL_CONFIG", "")
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	cmd = servecmd.NewCmd(&cmdutil.Factory{IOStreams: ios}, func(ctx context.Context, o *servecmd.Options) error {
+		o.Ready = func(addr string) { cancel2() }
+		return servecmd.Run(ctx, o)
+	})
+	cmd.SetArgs([]string{src, "--addr", "127.0.0.1:0"})
+	if err := cmd.ExecuteContext(ctx2); err != nil {
+		t.Errorf("serve without a tiers configuration: %v", err)
+	}
 	// Off loopback without a key is a usage error.
 	if code, _, errOut := run(t, "serve", src, "--addr", "0.0.0.0:0"); code != cmdutil.ExitUsage || !strings.Contains(errOut, "api-key") {
 		t.Errorf("non-loopback without a key: exit %d: %s", code, errOut)

@@ -204,10 +204,14 @@ func takeLease(flag, model string) (*tiers.Lease, error) {
 	if err != nil {
 		return nil, nil
 	}
-	cfg, err := tiers.LoadConfig(path)
-	if errors.Is(err, os.ErrNotExist) && flag == "" {
-		return nil, nil
+	// Without a configuration there are no tiers, and nothing to lease;
+	// one named explicitly must exist.
+	if flag == "" && os.Getenv("GGUFTOOL_CONFIG") == "" {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
 	}
+	cfg, err := tiers.LoadConfig(path)
 	if err != nil {
 		return nil, err
 	}
