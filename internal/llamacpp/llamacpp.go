@@ -29,7 +29,7 @@ const (
 
 // ErrNotInstalled means the oracle has not been built; run
 // scripts/llamacpp/install.sh.
-var ErrNotInstalled = errors.New("llamacpp: oracle not installed (run scripts/llamacpp/install.sh)")
+var ErrNotInstalled = errors.New("llamacpp: oracle not installed (run scripts/llamacpp/install.sh, or set $GGUFTOOL_LLAMACPP_DIR to where it installed it)")
 
 // Oracle is an installed driver.
 type Oracle struct {
@@ -44,7 +44,9 @@ func Find() (*Oracle, error) {
 	if dir == "" {
 		root, err := moduleRoot()
 		if err != nil {
-			return nil, err
+			// Outside the source tree only $GGUFTOOL_LLAMACPP_DIR can say
+			// where the oracle is.
+			return nil, ErrNotInstalled
 		}
 		dir = filepath.Join(root, ".cache", "llamacpp")
 	}

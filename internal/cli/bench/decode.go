@@ -202,7 +202,7 @@ func runDecode(ctx context.Context, o *DecodeOptions) error {
 		oracle, err := llamacpp.Find()
 		switch {
 		case errors.Is(err, llamacpp.ErrNotInstalled):
-			say("llama.cpp: not installed (scripts/llamacpp/install.sh); measuring gguftool only")
+			say("llama.cpp: %v; measuring gguftool only", err)
 		case err != nil:
 			return err
 		default:
