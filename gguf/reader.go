@@ -223,11 +223,27 @@ func (d *decoder) where() string {
 	case d.itemName == "":
 		return fmt.Sprintf(" of %s %d", d.item, d.itemIndex)
 	}
-	return fmt.Sprintf(" of %s %d %q", d.item, d.itemIndex, d.itemName)
+	return fmt.Sprintf(" of %s %d %q", d.item, d.itemIndex, shorten(d.itemName))
 }
 
 func (d *decoder) errorf(off int64, format string, args ...any) error {
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = shorten(s)
+		}
+	}
 	return &FormatError{File: d.name, Offset: off, Msg: fmt.Sprintf(format, args...)}
+}
+
+// shorten cuts a name read from the file for an error message: a hostile
+// length field can make a "key" most of the file, and quoting all of it
+// would make the message many times larger than the input.
+func shorten(s string) string {
+	const keep = 96
+	if len(s) <= keep {
+		return s
+	}
+	return fmt.Sprintf("%s… (%d bytes)", s[:keep], len(s))
 }
 
 func (d *decoder) remaining() int64 { return d.size - d.off }
@@ -471,7 +487,7 @@ func (f *File) checkData() error {
 		if !ok || n > avail || t.Offset > avail-n {
 			return &FormatError{File: f.Name, Offset: f.DataOffset + t.Offset,
 				Msg: fmt.Sprintf("tensor %q (%s %v) data [%d, +%d) runs past the end of the file (%d bytes)",
-					t.Name, t.Type, t.Shape, f.DataOffset+t.Offset, n, f.Size)}
+					shorten(t.Name), t.Type, t.Shape, f.DataOffset+t.Offset, n, f.Size)}
 		}
 		if n > 0 {
 			spans = append(spans, span{t.Offset, t.Offset + n, i})
@@ -487,7 +503,7 @@ func (f *File) checkData() error {
 		if spans[k].start < spans[k-1].end {
 			a, b := &f.Tensors[spans[k-1].i], &f.Tensors[spans[k].i]
 			return &FormatError{File: f.Name, Offset: f.DataOffset + b.Offset,
-				Msg: fmt.Sprintf("tensor %q data overlaps tensor %q", b.Name, a.Name)}
+				Msg: fmt.Sprintf("tensor %q data overlaps tensor %q", shorten(b.Name), shorten(a.Name))}
 		}
 	}
 	return nil
