@@ -64,6 +64,10 @@ type layer struct {
 	qNorm, kNorm      []float32 // nil unless the arch normalises q and k
 	router            matrix
 	layout            ExpertLayout
+	// One expert's gate, up and down matrices without their bytes, which
+	// the expert source supplies per fetch; gate is unused (zero) when
+	// the layer has none.
+	gateExp, upExp, downExp matrix
 }
 
 // Open loads a model: a GGUF file or split set (every expert resident), or
@@ -243,7 +247,18 @@ func (m *Model) loadLayer(l *loader, i int) error {
 		return err
 	}
 	L.layout = m.experts.Layout(i)
-	return nil
+	F := h.ExpertFF
+	var err error
+	if L.layout.Gate != gguf.TypeCount {
+		if L.gateExp, err = newShape(p+"ffn_gate_exps.weight", L.layout.Gate, D, F); err != nil {
+			return err
+		}
+	}
+	if L.upExp, err = newShape(p+"ffn_up_exps.weight", L.layout.Up, D, F); err != nil {
+		return err
+	}
+	L.downExp, err = newShape(p+"ffn_down_exps.weight", L.layout.Down, F, D)
+	return err
 }
 
 // WeightBytes is the RAM the model's weights occupy: the resident

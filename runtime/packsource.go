@@ -145,14 +145,16 @@ func (ps *packExperts) Fetch(ctx context.Context, layer int, experts []int, use 
 			return rec[comp.Offset : comp.Offset+comp.BytesPerExpert]
 		}
 	}
-	var hits [][2]int // (expert, index into hitRecs)
-	var hitRecs [][]byte
+	type hit struct {
+		expert int
+		rec    []byte
+	}
+	var hits []hit
 	var misses []int
 	for _, e := range experts {
 		ps.stats.Fetches++
 		if rec, ok := ps.cache.get(cacheKey(layer, e)); ok {
-			hits = append(hits, [2]int{e, len(hitRecs)})
-			hitRecs = append(hitRecs, rec)
+			hits = append(hits, hit{e, rec})
 			continue
 		}
 		misses = append(misses, e)
@@ -168,7 +170,7 @@ func (ps *packExperts) Fetch(ctx context.Context, layer int, experts []int, use 
 		return err
 	}
 	for _, h := range hits {
-		if err := use(h[0], ps.expert(layer, TierRAM, component(hitRecs[h[1]]))); err != nil {
+		if err := use(h.expert, ps.expert(layer, TierRAM, component(h.rec))); err != nil {
 			return errors.Join(err, ps.drain(batch, reads))
 		}
 	}

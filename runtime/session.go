@@ -337,7 +337,7 @@ func (s *Session) moe(ctx context.Context, il int, x, hbuf []float32, T int) err
 			copy(in[i*D:(i+1)*D], hbuf[t*D:(t+1)*D])
 		}
 		sub.reset(in, D, n)
-		upM, err := newMatrix("ffn_up_exps", L.layout.Up, D, F, w.Up)
+		upM, err := L.upExp.with(w.Up)
 		if err != nil {
 			return err
 		}
@@ -345,7 +345,7 @@ func (s *Session) moe(ctx context.Context, il int, x, hbuf []float32, T int) err
 		m.work.mulMat(&upM, sub.get(upM.vt), up)
 		act = grow(act, n*F)
 		if w.Gate != nil {
-			gM, err := newMatrix("ffn_gate_exps", L.layout.Gate, D, F, w.Gate)
+			gM, err := L.gateExp.with(w.Gate)
 			if err != nil {
 				return err
 			}
@@ -359,7 +359,7 @@ func (s *Session) moe(ctx context.Context, il int, x, hbuf []float32, T int) err
 				siluInto(act[i*F:(i+1)*F], up[i*F:(i+1)*F])
 			}
 		}
-		dM, err := newMatrix("ffn_down_exps", L.layout.Down, F, D, w.Down)
+		dM, err := L.downExp.with(w.Down)
 		if err != nil {
 			return err
 		}

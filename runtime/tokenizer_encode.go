@@ -160,6 +160,27 @@ func (q *mergeQueue) Pop() any {
 	return x
 }
 
+// mergeSymbols pops candidates best first and joins each pair that is
+// still as it was queued (stale says when a side has changed since), then
+// offers the joined symbol's new neighbour pairs to add.
+func mergeSymbols(syms []mergeSymbol, q *mergeQueue, add func(l, r int), stale func(mergeCandidate) bool) {
+	for q.Len() > 0 {
+		b := heap.Pop(q).(mergeCandidate)
+		l, r := &syms[b.left], &syms[b.right]
+		if l.n == 0 || r.n == 0 || stale(b) {
+			continue
+		}
+		l.n += r.n
+		r.n = 0
+		l.next = r.next
+		if r.next >= 0 {
+			syms[r.next].prev = b.left
+		}
+		add(l.prev, b.left)
+		add(b.left, l.next)
+	}
+}
+
 // bpeWord merges one pre-tokenized word by merge rank and appends its ids.
 // A piece that is not a token falls back to its single bytes, each looked
 // up as a one-byte text and dropped when there is none, as llama.cpp does.
@@ -182,21 +203,7 @@ func (t *Tokenizer) bpeWord(w string, out []int) []int {
 	for i := 1; i < len(syms); i++ {
 		add(i-1, i)
 	}
-	for q.Len() > 0 {
-		b := heap.Pop(q).(mergeCandidate)
-		l, r := &syms[b.left], &syms[b.right]
-		if l.n == 0 || r.n == 0 || text(b.left)+text(b.right) != b.text {
-			continue
-		}
-		l.n += r.n
-		r.n = 0
-		l.next = r.next
-		if r.next >= 0 {
-			syms[r.next].prev = b.left
-		}
-		add(l.prev, b.left)
-		add(b.left, l.next)
-	}
+	mergeSymbols(syms, q, add, func(b mergeCandidate) bool { return text(b.left)+text(b.right) != b.text })
 	for i := range syms {
 		if syms[i].n == 0 {
 			continue
@@ -233,21 +240,7 @@ func (t *Tokenizer) spmText(s string, out []int) []int {
 	for i := 1; i < len(syms); i++ {
 		add(i-1, i)
 	}
-	for q.Len() > 0 {
-		b := heap.Pop(q).(mergeCandidate)
-		l, r := &syms[b.left], &syms[b.right]
-		if l.n == 0 || r.n == 0 || l.n+r.n != b.size {
-			continue
-		}
-		l.n += r.n
-		r.n = 0
-		l.next = r.next
-		if r.next >= 0 {
-			syms[r.next].prev = b.left
-		}
-		add(l.prev, b.left)
-		add(b.left, l.next)
-	}
+	mergeSymbols(syms, q, add, func(b mergeCandidate) bool { return syms[b.left].n+syms[b.right].n != b.size })
 	for i := 0; i >= 0 && i < len(syms); i = syms[i].next {
 		piece := s[syms[i].start : syms[i].start+syms[i].n]
 		if id, ok := t.ids[piece]; ok {

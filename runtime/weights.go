@@ -83,19 +83,33 @@ func checkMatrix(name string, t gguf.Type, cols int) error {
 // newMatrix describes a [cols, rows] matrix of type t over data, checking
 // that the runtime can multiply by it.
 func newMatrix(name string, t gguf.Type, cols, rows int, data []byte) (matrix, error) {
+	m, err := newShape(name, t, cols, rows)
+	if err != nil {
+		return m, err
+	}
+	return m.with(data)
+}
+
+// newShape is newMatrix without the bytes: what with then fills, for
+// matrices whose bytes arrive one expert at a time.
+func newShape(name string, t gguf.Type, cols, rows int) (matrix, error) {
 	if err := checkMatrix(name, t, cols); err != nil {
 		return matrix{}, err
-	}
-	vt := quant.VecDotType(t)
-	rb := int(t.RowBytes(int64(cols)))
-	if len(data) != rows*rb {
-		return matrix{}, fmt.Errorf("runtime: tensor %s: %d bytes for %d rows of %d %s values", name, len(data), rows, cols, t)
 	}
 	dot, err := quant.NewDotter(t, cols)
 	if err != nil {
 		return matrix{}, fmt.Errorf("%w: tensor %s: %v", ErrUnsupported, name, err)
 	}
-	return matrix{name: name, typ: t, vt: vt, cols: cols, rows: rows, rowBytes: rb, data: data, dot: dot}, nil
+	return matrix{name: name, typ: t, vt: quant.VecDotType(t), cols: cols, rows: rows, rowBytes: int(t.RowBytes(int64(cols))), dot: dot}, nil
+}
+
+// with returns the matrix over data, which must hold exactly its rows.
+func (m matrix) with(data []byte) (matrix, error) {
+	if len(data) != m.rows*m.rowBytes {
+		return matrix{}, fmt.Errorf("runtime: tensor %s: %d bytes for %d rows of %d %s values", m.name, len(data), m.rows, m.cols, m.typ)
+	}
+	m.data = data
+	return m, nil
 }
 
 // loader reads tensors of one table into RAM, checking each shape.

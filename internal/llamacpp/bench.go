@@ -1,13 +1,9 @@
 package llamacpp
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os/exec"
 	"strconv"
-	"strings"
 )
 
 // BenchResult is one llama.cpp speed run (oracle.c bench): load, prefill
@@ -38,13 +34,12 @@ func (o *Oracle) Bench(ctx context.Context, model string, b BenchOptions) (*Benc
 	if b.MMap {
 		args = append(args, "--mmap")
 	}
-	cmd := exec.CommandContext(ctx, o.Bin, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
 	var r BenchResult
-	if jerr := json.Unmarshal(stdout.Bytes(), &r); jerr != nil || !r.OK {
-		return nil, fmt.Errorf("llamacpp: bench %s: %v: %s", model, err, strings.TrimSpace(stderr.String()))
+	if err := o.exec(ctx, &r, "bench "+model, args); err != nil {
+		return nil, err
+	}
+	if !r.OK {
+		return nil, fmt.Errorf("llamacpp: bench %s: the driver did not report a run", model)
 	}
 	return &r, nil
 }

@@ -81,15 +81,20 @@ func moduleRoot() (string, error) {
 
 func (o *Oracle) run(ctx context.Context, out any, model, mode string, args ...string) error {
 	full := append([]string{"--bins", o.Bins, "--cpu", CPUBackend, "--threads", strconv.Itoa(Threads), "--kv", KVCache, model, mode}, args...)
-	cmd := exec.CommandContext(ctx, o.Bin, full...)
+	return o.exec(ctx, out, mode+" "+model, full)
+}
+
+// exec runs the driver with args and decodes the JSON it prints into out.
+func (o *Oracle) exec(ctx context.Context, out any, what string, args []string) error {
+	cmd := exec.CommandContext(ctx, o.Bin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	if jerr := json.Unmarshal(stdout.Bytes(), out); jerr != nil {
 		if err != nil {
-			return fmt.Errorf("llamacpp: %s %s: %v: %s", mode, model, err, strings.TrimSpace(stderr.String()))
+			return fmt.Errorf("llamacpp: %s: %v: %s", what, err, strings.TrimSpace(stderr.String()))
 		}
-		return fmt.Errorf("llamacpp: %s %s: bad output %q: %v", mode, model, stdout.String(), jerr)
+		return fmt.Errorf("llamacpp: %s: bad output %q: %v", what, stdout.String(), jerr)
 	}
 	return nil
 }

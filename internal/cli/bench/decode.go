@@ -266,25 +266,14 @@ func diskBandwidth(ctx context.Context, dir string) (float64, error) {
 		return 0, err
 	}
 	defer pool.Close()
-	type chunk struct {
-		f   *ioengine.File
-		off int64
-		n   int
-	}
-	var chunks []chunk
-	var total int64
 	layers := make([]int, 0, len(p.Containers))
-	for l := range p.Containers {
+	var packBytes int64
+	for l, r := range p.Containers {
 		layers = append(layers, l)
+		packBytes += r.Header.FileSize - r.Header.HeaderSize
 	}
 	sort.Ints(layers)
-	for _, l := range layers {
-		h := p.Containers[l].Header
-		for e := 0; e < h.Experts && total < 1<<30; e++ {
-			chunks = append(chunks, chunk{rr.File(l), h.RecordOffset(e), int(h.Stride)})
-			total += h.Stride
-		}
-	}
+	chunks := rawReads(p, rr, layers, min(packBytes, 1<<30))
 	m, err := window(ctx, eng, pool, len(chunks), func(i int, b *ioengine.Buffer) *ioengine.Request {
 		return &ioengine.Request{File: chunks[i].f, Off: chunks[i].off, Len: chunks[i].n, Buf: b}
 	})

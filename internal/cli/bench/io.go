@@ -135,6 +135,30 @@ func window(ctx context.Context, eng *ioengine.Engine, pool *ioengine.Pool, n in
 
 type pick struct{ layer, expert int }
 
+// rawRead is one record-sized read of a container.
+type rawRead struct {
+	f   *ioengine.File
+	off int64
+	n   int
+}
+
+// rawReads is the raw-read reference workload: the containers' records in
+// file order, layer after layer, starting over until total bytes.
+func rawReads(p *container.OpenPack, rr *container.RecordReader, layers []int, total int64) []rawRead {
+	var out []rawRead
+	var n int64
+	for n < total {
+		for _, l := range layers {
+			h := p.Containers[l].Header
+			for e := 0; e < h.Experts && n < total; e++ {
+				out = append(out, rawRead{rr.File(l), h.RecordOffset(e), int(h.Stride)})
+				n += h.Stride
+			}
+		}
+	}
+	return out
+}
+
 func runIO(ctx context.Context, o *IOOptions) error {
 	backend, err := ioengine.ParseBackend(o.Backend)
 	if err != nil {
@@ -197,22 +221,7 @@ func runIO(ctx context.Context, o *IOOptions) error {
 
 	// (c) raw: the containers' records, in file order, in requests of
 	// the record size.
-	type chunk struct {
-		f   *ioengine.File
-		off int64
-		n   int
-	}
-	var raw []chunk
-	var rawBytes int64
-	for rawBytes < planned {
-		for _, l := range layers {
-			h := p.Containers[l].Header
-			for e := 0; e < h.Experts && rawBytes < planned; e++ {
-				raw = append(raw, chunk{rr.File(l), h.RecordOffset(e), int(h.Stride)})
-				rawBytes += h.Stride
-			}
-		}
-	}
+	raw := rawReads(p, rr, layers, planned)
 	if res.Raw, err = window(ctx, eng, pool, len(raw), func(i int, b *ioengine.Buffer) *ioengine.Request {
 		return &ioengine.Request{File: raw[i].f, Off: raw[i].off, Len: raw[i].n, Buf: b}
 	}); err != nil {

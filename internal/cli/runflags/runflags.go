@@ -6,6 +6,7 @@ package runflags
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -72,7 +73,7 @@ func (m *Model) Options() (rt.Options, error) {
 		return o, cmdutil.FlagErrorf("--io: %v", err)
 	}
 	o.Cache = rt.CacheOptions{Policy: m.Policy, Backend: be, Buffered: m.Buffered, Slots: m.ExpertSlots}
-	if !contains(rt.Policies, strings.ToLower(m.Policy)) {
+	if !slices.Contains(rt.Policies, strings.ToLower(m.Policy)) {
 		return o, cmdutil.FlagErrorf("--cache-policy %q: want one of %s", m.Policy, strings.Join(rt.Policies, ", "))
 	}
 	switch {
@@ -89,15 +90,6 @@ func (m *Model) Options() (rt.Options, error) {
 		o.Cache.Bytes = n
 	}
 	return o, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Describe is a one-line account of where experts came from.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -161,7 +162,7 @@ Examples:
 ` + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(2, "an input trace and an output file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !contains(rt.TraceImportFormats, format) {
+			if !slices.Contains(rt.TraceImportFormats, format) {
 				return cmdutil.FlagErrorf("--format %q: want one of %s", format, strings.Join(rt.TraceImportFormats, ", "))
 			}
 			h.Imported = true
@@ -192,13 +193,4 @@ Examples:
 	fl.IntVar(&h.TopK, "top-k", 0, "experts used per token")
 	fl.StringVar(&h.ModelName, "model-name", "", "model name to record in the header")
 	return cmd
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
