@@ -11,7 +11,7 @@ import (
 
 	"github.com/gguftool/gguftool/container"
 
-	"github.com/gguftool/gguftool/runtime"
+	"github.com/gguftool/gguftool/engine"
 )
 
 // Result is how the runtime reproduced one fixture.
@@ -33,13 +33,13 @@ type Result struct {
 }
 
 // Supported reports whether the runtime runs the fixture's architecture.
-func Supported(s Spec) bool { return slices.Contains(runtime.Archs, s.Arch) }
+func Supported(s Spec) bool { return slices.Contains(engine.Archs, s.Arch) }
 
 // Check runs the runtime on model (the fixture's model, or a pack of it)
 // and compares with the fixture: greedy ids exactly, every log-probability
 // within the fixture's tolerance.
-func Check(ctx context.Context, f *Fixture, model string, o runtime.Options) (*Result, error) {
-	m, err := runtime.Open(model, o)
+func Check(ctx context.Context, f *Fixture, model string, o engine.Options) (*Result, error) {
+	m, err := engine.Open(model, o)
 	if err != nil {
 		return nil, err
 	}
@@ -61,8 +61,8 @@ func Check(ctx context.Context, f *Fixture, model string, o runtime.Options) (*R
 	}
 	matching := true
 	for i := range f.Greedy {
-		lp := runtime.LogSoftmax(logits)
-		id := runtime.Argmax(logits)
+		lp := engine.LogSoftmax(logits)
+		id := engine.Argmax(logits)
 		r.Greedy = append(r.Greedy, id)
 		if matching && id == f.Greedy[i] {
 			r.GreedyMatch++
@@ -93,7 +93,7 @@ func Check(ctx context.Context, f *Fixture, model string, o runtime.Options) (*R
 	V := m.Hparams.Vocab
 	perPos := make([]float64, len(f.TeacherForced))
 	for p, want := range f.TeacherForced {
-		lp := runtime.LogSoftmax(all[p*V : (p+1)*V])
+		lp := engine.LogSoftmax(all[p*V : (p+1)*V])
 		pos := func(d float64, where string) {
 			note(d, where)
 			perPos[p] = max(perPos[p], d)
@@ -152,14 +152,14 @@ func CheckAll(ctx context.Context, dir string, only []string, report func(*Check
 			return out, fmt.Errorf("golden: %s: synth now writes sha256 %s, the fixture was recorded from %s", s.Name(), sum, f.SHA256)
 		}
 		r := &CheckResult{Spec: s}
-		if r.GGUF, err = Check(ctx, f, model, runtime.Options{}); err != nil {
+		if r.GGUF, err = Check(ctx, f, model, engine.Options{}); err != nil {
 			return out, err
 		}
 		pack := filepath.Join(sub, "pack")
 		if _, err := container.Pack(ctx, model, pack, container.PackOptions{}); err != nil {
 			return out, err
 		}
-		if r.Pack, err = Check(ctx, f, pack, runtime.Options{Cache: runtime.CacheOptions{Slots: 1}}); err != nil {
+		if r.Pack, err = Check(ctx, f, pack, engine.Options{Cache: engine.CacheOptions{Slots: 1}}); err != nil {
 			return out, err
 		}
 		r.Same = slices.Equal(r.GGUF.Greedy, r.Pack.Greedy) && r.GGUF.MaxLogprobDiff == r.Pack.MaxLogprobDiff &&

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/gguftool/gguftool/runtime"
+	"github.com/gguftool/gguftool/engine"
 )
 
 // TestRuntimeGoldens runs the runtime on every fixture of an architecture
@@ -25,7 +25,7 @@ func TestRuntimeGoldens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := Check(ctx, f, model, runtime.Options{})
+			r, err := Check(ctx, f, model, engine.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

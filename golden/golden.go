@@ -26,10 +26,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gguftool/gguftool/engine"
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/llamacpp"
 	"github.com/gguftool/gguftool/quantize"
-	"github.com/gguftool/gguftool/runtime"
 	"github.com/gguftool/gguftool/synth"
 )
 
@@ -178,7 +178,7 @@ type Fixture struct {
 	// GreedyMargins is, at each greedy step, llama.cpp's log-probability
 	// gap between its top two tokens (= their logit gap); RouterMargins
 	// is, at each position of prompt and continuation, the smallest
-	// router top-k margin over the layers (runtime.RouteEvent.Margin).
+	// router top-k margin over the layers (engine.RouteEvent.Margin).
 	// A near-zero value marks a near-tie where a last-bit difference may
 	// flip a token or an expert.
 	GreedyMargins []float64           `json:"greedy_margins"`
@@ -336,7 +336,7 @@ func Record(ctx context.Context, o *llamacpp.Oracle, s Spec, model, sum string) 
 // RouterMargins evaluates seq with the runtime and returns, per position,
 // the smallest router top-k margin over the layers.
 func RouterMargins(ctx context.Context, model string, seq []int) ([]float64, error) {
-	m, err := runtime.Open(model, runtime.Options{})
+	m, err := engine.Open(model, engine.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +346,7 @@ func RouterMargins(ctx context.Context, model string, seq []int) ([]float64, err
 		return nil, err
 	}
 	margins := make([]float64, len(seq))
-	s.Trace = func(pos int, ev []runtime.RouteEvent) error {
+	s.Trace = func(pos int, ev []engine.RouteEvent) error {
 		margins[pos] = 1
 		for _, e := range ev {
 			margins[pos] = min(margins[pos], float64(e.Margin))

@@ -21,7 +21,7 @@ GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./...
 echo "== fuzz (${GGUFTOOL_FUZZTIME:-15s} per target)"
 for target in ./gguf:FuzzReader ./gguf:FuzzOpenSet ./gguf/quant:FuzzDequantize ./gguf/quant:FuzzQuantize ./gguf/quant:FuzzVecDot \
               ./quantize:FuzzLoadImatrix ./container:FuzzContainer ./container:FuzzManifest ./resident:FuzzManifest \
-              ./tiers:FuzzConfig ./tiers:FuzzJournal ./runtime:FuzzTrace ./runtime:FuzzTraceImport ./runtime:FuzzTokenizer \
+              ./tiers:FuzzConfig ./tiers:FuzzJournal ./trace:FuzzTrace ./trace:FuzzTraceImport ./tokenizer:FuzzTokenizer \
               ./server:FuzzRequest; do
   # Go's fuzz engine occasionally ends a run with a bare "context deadline
   # exceeded" when -fuzztime expires while a worker is busy on a loaded
@@ -49,11 +49,11 @@ rm -f "${TMPDIR:-/tmp}/gguftool-ci-serve.gguf"
 
 echo "== codecs and runtime again with GOAMD64=v3 (Go may fuse multiply-adds there)"
 GOAMD64=v3 GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./gguf/quant ./quantize
-GOAMD64=v3 go test -run 'Streamed|OneSlot|Archs|WeightTypes' ./runtime
+GOAMD64=v3 go test -run 'Streamed|OneSlot|Archs|WeightTypes' ./engine
 GOAMD64=v3 go test -run TestRuntimeGoldens ./golden
 
 echo "== runtime with the pure-Go reference kernels (the fallback on CPUs without AVX2)"
-GGUFTOOL_KERNELS=generic go test -count=1 -run 'Streamed|OneSlot|Archs|WeightTypes' ./runtime
+GGUFTOOL_KERNELS=generic go test -count=1 -run 'Streamed|OneSlot|Archs|WeightTypes' ./engine
 GGUFTOOL_KERNELS=generic go test -count=1 -run TestRuntimeGoldens ./golden
 go test -tags purego ./gguf/quant
 

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gguftool/gguftool/runtime"
+	"github.com/gguftool/gguftool/engine"
 )
 
 // metrics are the counters /metrics exposes in the Prometheus text
@@ -27,7 +27,7 @@ type metrics struct {
 	inFlight   int
 	queued     int
 	queueCap   int
-	experts    runtime.SourceStats
+	experts    engine.SourceStats
 	cacheSlots int
 }
 
@@ -59,7 +59,7 @@ func (m *metrics) observe(endpoint string, code int, d time.Duration) {
 	h.n++
 }
 
-func (m *metrics) generated(t runtime.Telemetry, experts runtime.SourceStats) {
+func (m *metrics) generated(t engine.Telemetry, experts engine.SourceStats) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.promptTok += uint64(t.PromptTokens)

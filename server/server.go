@@ -21,12 +21,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gguftool/gguftool/runtime"
+	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/tokenizer"
 )
 
 // Config configures a server.
 type Config struct {
-	Model     *runtime.Model
+	Model     *engine.Model
 	ModelName string // what responses and /v1/models call the model
 	// QueueSize is how many requests may wait while one runs.
 	QueueSize int
@@ -47,7 +48,7 @@ type Config struct {
 // Server serves one model.
 type Server struct {
 	cfg     Config
-	tok     *runtime.Tokenizer
+	tok     *tokenizer.Tokenizer
 	tmpl    chatTemplate
 	lim     limits
 	jobs    chan *job
@@ -65,7 +66,7 @@ type Server struct {
 // New checks the configuration and prepares the server.
 func New(cfg Config) (*Server, error) {
 	m := cfg.Model
-	tok, err := runtime.NewTokenizer(m.Meta)
+	tok, err := tokenizer.New(m.Meta)
 	if err != nil {
 		return nil, err
 	}
@@ -542,15 +543,15 @@ func (s *Server) run(j *job) {
 			return false
 		}
 	}
-	opts := runtime.GenerateOptions{
+	opts := engine.GenerateOptions{
 		MaxTokens: p.maxTokens,
-		Sampler:   runtime.SamplerOptions{Temperature: p.temperature, TopK: p.topK, TopP: p.topP, Seed: p.seed},
+		Sampler:   engine.SamplerOptions{Temperature: p.temperature, TopK: p.topK, TopP: p.topP, Seed: p.seed},
 		Stop:      s.tok.EOG(),
 		Context:   len(j.prompt) + p.maxTokens,
 		OnToken: func(id int, logits []float32) error {
 			info := tokenInfo{id: id}
 			if p.logprobs >= 0 {
-				lp := runtime.LogSoftmax(logits)
+				lp := engine.LogSoftmax(logits)
 				info.logprob = lp[id]
 				info.top = topN(lp, p.logprobs)
 			}

@@ -15,16 +15,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gguftool/gguftool/engine"
 	"github.com/gguftool/gguftool/gguf"
-	"github.com/gguftool/gguftool/runtime"
 	"github.com/gguftool/gguftool/synth"
+	"github.com/gguftool/gguftool/tokenizer"
 )
 
 // testModel writes a small qwen3moe (ChatML template) and opens it.
-func testModel(t testing.TB) *runtime.Model { return testModelWith(t, nil) }
+func testModel(t testing.TB) *engine.Model { return testModelWith(t, nil) }
 
 // testModelWith is testModel with the synth config changed.
-func testModelWith(t testing.TB, mutate func(*synth.Config)) *runtime.Model {
+func testModelWith(t testing.TB, mutate func(*synth.Config)) *engine.Model {
 	t.Helper()
 	c := synth.Defaults("qwen3moe")
 	c.Type = gguf.TypeQ8_0
@@ -40,7 +41,7 @@ func testModelWith(t testing.TB, mutate func(*synth.Config)) *runtime.Model {
 	if err := gguf.WriteFile(context.Background(), path, kvs, tensors, gguf.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := runtime.Open(path, runtime.Options{})
+	m, err := engine.Open(path, engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func testModelWith(t testing.TB, mutate func(*synth.Config)) *runtime.Model {
 	return m
 }
 
-func testConfig(m *runtime.Model) Config {
+func testConfig(m *engine.Model) Config {
 	return Config{Model: m, ModelName: "test-model", QueueSize: 4, RequestTimeout: time.Minute, MaxBodyBytes: 1 << 20,
 		MaxTokens: 256, DefaultMaxTokens: 16, Context: 1024}
 }
@@ -108,14 +109,14 @@ func sse(t *testing.T, body []byte) []string {
 }
 
 // expected runs the runtime directly, as gguftool run does.
-func expected(t *testing.T, m *runtime.Model, prompt string, n int, temp float64, seed uint64) string {
+func expected(t *testing.T, m *engine.Model, prompt string, n int, temp float64, seed uint64) string {
 	t.Helper()
-	tok, err := runtime.NewTokenizer(m.Meta)
+	tok, err := tokenizer.New(m.Meta)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := m.Generate(context.Background(), tok.Encode(prompt, true, true), runtime.GenerateOptions{MaxTokens: n,
-		Sampler: runtime.SamplerOptions{Temperature: temp, TopP: 1, Seed: seed}, Stop: tok.EOG()})
+	g, err := m.Generate(context.Background(), tok.Encode(prompt, true, true), engine.GenerateOptions{MaxTokens: n,
+		Sampler: engine.SamplerOptions{Temperature: temp, TopP: 1, Seed: seed}, Stop: tok.EOG()})
 	if err != nil {
 		t.Fatal(err)
 	}

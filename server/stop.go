@@ -4,7 +4,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/gguftool/gguftool/runtime"
+	"github.com/gguftool/gguftool/tokenizer"
 )
 
 // stopper turns generated tokens into text to send: it cuts the text at
@@ -13,7 +13,7 @@ import (
 // character, so a stream never sends text the final answer would not
 // contain.
 type stopper struct {
-	tok   *runtime.Tokenizer
+	tok   *tokenizer.Tokenizer
 	stops []string
 	ids   []int
 	text  string

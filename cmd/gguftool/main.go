@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/gguftool/gguftool/internal/cli"
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/root"
 )
 
-func main() { os.Exit(cli.Main()) }
+func main() { os.Exit(root.Main()) }

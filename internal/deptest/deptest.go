@@ -1,7 +1,8 @@
-// Package deptest enforces gguftool's package layering (DESIGN.md §2): a
-// package imports only from layers below its own, and libraries never
-// print to stdout or exit the process. The test in this package fails on
-// a forbidden import anywhere in the module.
+// Package deptest enforces gguftool's package layering
+// (docs/architecture.md): a package imports only from layers below its
+// own, the leaves under internal/ import none of the module's packages,
+// and libraries never print to stdout or exit the process. The tests in
+// this package fail on a forbidden import anywhere in the module.
 package deptest
 
 import (
@@ -9,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 )
 
@@ -16,48 +18,57 @@ import (
 const Module = "github.com/gguftool/gguftool"
 
 // Layers assigns every package prefix of the module a layer. A package
-// takes the layer of its longest matching prefix.
+// takes the layer of its longest matching prefix. From the bottom up:
+// leaves that are not product surface (internal/), the GGUF format and
+// its codecs, the formats and stores built on them, the checks and plans
+// that combine those, the inference engine, what serves and checks the
+// engine, and the command line at the top.
 var Layers = map[string]int{
-	"gguf":                0,
-	"gguf/quant":          0,
-	"internal/binfmt":     0,
-	"internal/iostreams":  0,
-	"internal/atomicfile": -1, // stdlib-only helpers below everything
-	"internal/units":      -1,
-	"internal/llamacpp":   -1,
-	"internal/deptest":    0,
-	"synth":               1,
-	"quantize":            1,
-	"container":           1,
-	"tiers":               1,
-	"gpu":                 1,
-	"internal/ioengine":   1,
-	"twins":               2,
-	"resident":            2,
-	"runtime":             3,
-	"golden":              4,
-	"server":              4,
-	"internal/cli":        5,
-	"cmd":                 6,
+	"internal": 0, // leaves: stdlib and third-party imports only
+
+	"gguf":       1,
+	"gguf/quant": 1,
+
+	"synth":     2,
+	"quantize":  2,
+	"container": 2,
+	"tiers":     2,
+	"tokenizer": 2,
+	"trace":     2,
+	"gpu":       2,
+
+	"twins":    3,
+	"resident": 3,
+
+	"engine": 4,
+
+	"golden": 5,
+	"server": 5,
+
+	"cmd/gguftool/internal/cmdutil":  6, // what every command shares
+	"cmd/gguftool/internal/runflags": 6,
+	"cmd/gguftool/internal":          7, // one package per command
+	"cmd/gguftool/internal/root":     8, // the command tree, exit codes
+	"cmd/gguftool":                   9, // main
 }
 
-// SameLayer lists the imports allowed between packages of one layer.
+// SameLayer lists the imports allowed between packages of one layer. A
+// prefix not listed may import nothing of its own layer; in particular
+// the leaves under internal/ import none of the module's packages, and
+// one command imports another only where listed here.
 var SameLayer = map[string][]string{
-	"gguf/quant":         {"gguf"},
-	"internal/iostreams": {},
-	"container":          {"internal/ioengine"},
-	"twins":              {},
-	"resident":           {},
-	"internal/cli":       {"internal/cli"},
-	"tiers":              {"internal/ioengine"},
+	"gguf/quant":                     {"gguf"},
+	"cmd/gguftool/internal/runflags": {"cmd/gguftool/internal/cmdutil"},
+	// demo runs synth and inspect as a user would.
+	"cmd/gguftool/internal/demo": {"cmd/gguftool/internal/synth", "cmd/gguftool/internal/inspect"},
 }
 
 // Layer returns the layer and the matched prefix of a module package.
 func Layer(pkg string) (int, string, bool) {
-	rel := strings.TrimPrefix(strings.TrimPrefix(pkg, Module), "/")
+	r := rel(pkg)
 	best := ""
 	for p := range Layers {
-		if (rel == p || strings.HasPrefix(rel, p+"/")) && len(p) > len(best) {
+		if (r == p || strings.HasPrefix(r, p+"/")) && len(p) > len(best) {
 			best = p
 		}
 	}
@@ -72,11 +83,6 @@ type Violation struct{ Pkg, Imports, Why string }
 
 func (v Violation) String() string { return fmt.Sprintf("%s imports %s: %s", v.Pkg, v.Imports, v.Why) }
 
-type listed struct {
-	ImportPath string
-	Imports    []string
-}
-
 // Check lists the module's packages with `go list` and returns every
 // import that breaks the layering.
 func Check(dir string) ([]Violation, error) {
@@ -87,13 +93,28 @@ func Check(dir string) ([]Violation, error) {
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("go list: %v: %s", err, errb.String())
 	}
-	var vs []Violation
+	var pkgs []Package
 	dec := json.NewDecoder(&out)
 	for dec.More() {
-		var p listed
+		var p Package
 		if err := dec.Decode(&p); err != nil {
 			return nil, err
 		}
+		pkgs = append(pkgs, p)
+	}
+	return CheckPackages(pkgs), nil
+}
+
+// Package is a package and the packages it imports, as `go list` gives them.
+type Package struct {
+	ImportPath string
+	Imports    []string
+}
+
+// CheckPackages returns every import among pkgs that breaks the layering.
+func CheckPackages(pkgs []Package) []Violation {
+	var vs []Violation
+	for _, p := range pkgs {
 		pl, pp, ok := Layer(p.ImportPath)
 		if !ok {
 			vs = append(vs, Violation{p.ImportPath, "", "package has no layer in deptest.Layers"})
@@ -109,19 +130,20 @@ func Check(dir string) ([]Violation, error) {
 				vs = append(vs, Violation{p.ImportPath, imp, "imported package has no layer"})
 			case il > pl:
 				vs = append(vs, Violation{p.ImportPath, imp, fmt.Sprintf("layer %d imports layer %d", pl, il)})
-			case il == pl && ip != pp && !contains(SameLayer[pp], ip):
+			case il == pl && !sameLayerAllowed(rel(p.ImportPath), pp, rel(imp), ip):
 				vs = append(vs, Violation{p.ImportPath, imp, fmt.Sprintf("same layer %d, not listed in deptest.SameLayer", pl)})
 			}
 		}
 	}
-	return vs, nil
+	return vs
 }
 
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
+// sameLayerAllowed reports whether package from (matched by prefix fp)
+// may import package to (matched by tp) of its own layer: only where
+// SameLayer lists it, by package or by prefix. Two packages under one
+// prefix (two leaves under internal/, two commands) are no exception.
+func sameLayerAllowed(from, fp, to, tp string) bool {
+	return slices.Contains(SameLayer[from], to) || slices.Contains(SameLayer[fp], tp)
 }
+
+func rel(pkg string) string { return strings.TrimPrefix(strings.TrimPrefix(pkg, Module), "/") }

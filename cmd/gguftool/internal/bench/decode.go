@@ -1,0 +1,281 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/runflags"
+	"github.com/gguftool/gguftool/container"
+	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/gguf/quant"
+	"github.com/gguftool/gguftool/internal/ioengine"
+	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/internal/llamacpp"
+)
+
+// DecodeOptions are the flags of `bench decode`.
+type DecodeOptions struct {
+	IO           *iostreams.IOStreams
+	Model        string
+	PromptTokens int
+	Tokens       int
+	Runs         int
+	Reference    string
+	NoLlamaCpp   bool
+	JSON         bool
+	Flags        runflags.Model
+}
+
+func newCmdDecode(f *cmdutil.Factory) *cobra.Command {
+	o := &DecodeOptions{IO: f.IOStreams}
+	cmd := &cobra.Command{
+		Use:   "decode MODEL",
+		Short: "Prefill and decode speed of the runtime, against llama.cpp on the same file",
+		Long: `Measure the runtime's prefill and decode speed on MODEL (a GGUF, or a pack
+whose experts stream through the cache), and llama.cpp's on the same GGUF
+in the same run (the pinned npm package's C API through the oracle
+driver: model read into RAM, no mmap, F16 KV cache, flash attention off,
+the CPU variant llama.cpp picks, the same thread count).
+
+The prompt is --prompt-tokens ids (100, 101, …) evaluated as one batch;
+then -n tokens are decoded greedily without stopping at end-of-generation.
+Run 1 starts with an empty expert cache (cold); later runs reuse it
+(warm). Speeds are medians over the runs. For a pack the report adds the
+cache hit rate, bytes read per token, the disk bandwidth of a raw O_DIRECT
+read of the containers, and the I/O bound max(compute, miss bytes ÷
+bandwidth) per token with how close the run came to it.
+
+llama.cpp needs a GGUF: MODEL itself, or --reference for a pack. Without
+the oracle installed (scripts/llamacpp/install.sh) or with --no-llamacpp,
+only gguftool is measured.
+` + runflags.Help + `
+Examples:
+  gguftool bench decode model.gguf --threads 2
+  gguftool bench decode model.pack --reference model.gguf --expert-cache 512MiB --json
+` + cmdutil.ExitCodesHelp,
+		Args: cmdutil.ExactArgs(1, "a model (GGUF or pack)"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Model = args[0]
+			return runDecode(cmd.Context(), o)
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&o.PromptTokens, "prompt-tokens", 32, "prompt length")
+	fl.IntVarP(&o.Tokens, "max-tokens", "n", 128, "tokens to decode")
+	fl.IntVar(&o.Runs, "runs", 3, "runs of each (medians are reported)")
+	fl.StringVar(&o.Reference, "reference", "", "GGUF for llama.cpp when MODEL is a pack")
+	fl.BoolVar(&o.NoLlamaCpp, "no-llamacpp", false, "measure gguftool only")
+	fl.BoolVar(&o.JSON, "json", false, "print the result as JSON")
+	o.Flags.Register(cmd)
+	return cmd
+}
+
+// DecodeResult is the --json document of `bench decode`.
+type DecodeResult struct {
+	Schema       string             `json:"schema"`
+	Model        string             `json:"model"`
+	Threads      int                `json:"threads"`
+	Kernels      string             `json:"kernels"`
+	PromptTokens int                `json:"prompt_tokens"`
+	Tokens       int                `json:"tokens"`
+	Runs         []engine.Telemetry `json:"runs"`
+	Ours         Speeds             `json:"gguftool"`
+	LlamaCpp     *Speeds            `json:"llamacpp,omitempty"`
+	Reference    string             `json:"reference,omitempty"`
+	PrefillRatio float64            `json:"prefill_ratio,omitempty"` // gguftool ÷ llama.cpp, warm medians
+	DecodeRatio  float64            `json:"decode_ratio,omitempty"`
+	Stream       *StreamBound       `json:"stream,omitempty"`
+	Experts      engine.SourceStats `json:"experts"`
+}
+
+// Speeds are tokens/s.
+type Speeds struct {
+	PrefillCold float64 `json:"prefill_cold"`
+	DecodeCold  float64 `json:"decode_cold"`
+	Prefill     float64 `json:"prefill"` // median over the warm runs (all runs for llama.cpp)
+	Decode      float64 `json:"decode"`
+}
+
+// StreamBound relates a pack's decode to its I/O.
+type StreamBound struct {
+	HitRate         float64 `json:"hit_rate"`
+	BytesPerToken   float64 `json:"miss_bytes_per_token"`
+	DiskGBps        float64 `json:"disk_gb_per_s"`
+	ComputeSeconds  float64 `json:"compute_seconds_per_token"` // decode time minus I/O wait
+	IOSeconds       float64 `json:"io_seconds_per_token"`      // miss bytes ÷ disk bandwidth
+	BoundTokPerS    float64 `json:"bound_tokens_per_second"`   // 1 ÷ max(compute, io)
+	AchievedTokPerS float64 `json:"achieved_tokens_per_second"`
+	Efficiency      float64 `json:"efficiency"` // achieved ÷ bound
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func runDecode(ctx context.Context, o *DecodeOptions) error {
+	if o.PromptTokens < 1 || o.Tokens < 2 || o.Runs < 1 {
+		return cmdutil.FlagErrorf("bench decode: --prompt-tokens ≥ 1, -n ≥ 2 and --runs ≥ 1")
+	}
+	ro, err := o.Flags.Options()
+	if err != nil {
+		return err
+	}
+	say := func(format string, args ...any) {
+		if !o.IO.Quiet {
+			fmt.Fprintf(o.IO.ErrOut, format+"\n", args...)
+		}
+	}
+	m, err := engine.Open(o.Model, ro)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	V := m.Hparams.Vocab
+	prompt := make([]int, o.PromptTokens)
+	for i := range prompt {
+		prompt[i] = (100 + i) % V
+	}
+	res := DecodeResult{Schema: "gguftool.bench-decode/v1", Model: o.Model, Threads: m.Threads(), Kernels: quant.Kernels(),
+		PromptTokens: o.PromptTokens, Tokens: o.Tokens}
+	var warmPrefill, warmDecode []float64
+	for r := range o.Runs {
+		g, err := m.Generate(ctx, prompt, engine.GenerateOptions{MaxTokens: o.Tokens})
+		if err != nil {
+			return err
+		}
+		t := g.Telemetry
+		res.Runs = append(res.Runs, t)
+		say("gguftool run %d (%s cache): prefill %.1f tok/s, decode %.1f tok/s", r+1, t.CacheState, t.PrefillTokPerS, t.DecodeTokPerS)
+		if r == 0 {
+			res.Ours.PrefillCold, res.Ours.DecodeCold = t.PrefillTokPerS, t.DecodeTokPerS
+		}
+		if r > 0 || o.Runs == 1 {
+			warmPrefill = append(warmPrefill, t.PrefillTokPerS)
+			warmDecode = append(warmDecode, t.DecodeTokPerS)
+		}
+	}
+	res.Ours.Prefill, res.Ours.Decode = median(warmPrefill), median(warmDecode)
+	res.Experts = m.Experts().Stats()
+
+	if res.Experts.Source == "pack" {
+		bw, err := diskBandwidth(ctx, o.Model)
+		if err != nil {
+			return err
+		}
+		last := res.Runs[len(res.Runs)-1]
+		steps := float64(max(1, last.GeneratedTokens-1))
+		d := last.Decode
+		sb := &StreamBound{DiskGBps: bw, AchievedTokPerS: last.DecodeTokPerS}
+		if d.Fetches > 0 {
+			sb.HitRate = float64(d.Hits) / float64(d.Fetches)
+		}
+		sb.BytesPerToken = float64(d.BytesRead) / steps
+		sb.ComputeSeconds = (last.DecodeSeconds - d.IOWait.Seconds()) / steps
+		sb.IOSeconds = sb.BytesPerToken / (bw * 1e9)
+		sb.BoundTokPerS = 1 / max(sb.ComputeSeconds, sb.IOSeconds)
+		sb.Efficiency = sb.AchievedTokPerS / sb.BoundTokPerS
+		res.Stream = sb
+	}
+
+	ref := o.Reference
+	if ref == "" && res.Experts.Source == "resident" {
+		if st, err := os.Stat(o.Model); err == nil && !st.IsDir() {
+			ref = o.Model
+		}
+	}
+	if !o.NoLlamaCpp && ref != "" {
+		oracle, err := llamacpp.Find()
+		switch {
+		case errors.Is(err, llamacpp.ErrNotInstalled):
+			say("llama.cpp: %v; measuring gguftool only", err)
+		case err != nil:
+			return err
+		default:
+			var pre, dec []float64
+			for r := range o.Runs {
+				b, err := oracle.Bench(ctx, ref, llamacpp.BenchOptions{PromptTokens: o.PromptTokens, Tokens: o.Tokens, Threads: m.Threads()})
+				if err != nil {
+					return err
+				}
+				p, d := float64(b.PromptTokens)/b.PrefillSeconds, float64(len(b.Tokens)-1)/b.DecodeSeconds
+				say("llama.cpp run %d: prefill %.1f tok/s, decode %.1f tok/s", r+1, p, d)
+				pre, dec = append(pre, p), append(dec, d)
+			}
+			res.LlamaCpp = &Speeds{PrefillCold: pre[0], DecodeCold: dec[0], Prefill: median(pre), Decode: median(dec)}
+			res.Reference = ref
+			res.PrefillRatio = res.Ours.Prefill / res.LlamaCpp.Prefill
+			res.DecodeRatio = res.Ours.Decode / res.LlamaCpp.Decode
+		}
+	}
+	if o.JSON {
+		return cmdutil.PrintJSON(o.IO.Out, res)
+	}
+	w := o.IO.Out
+	fmt.Fprintf(w, "model %s, %d threads, %s kernels, prompt %d tokens, %d decoded, %d runs\n", o.Model, res.Threads, res.Kernels,
+		res.PromptTokens, res.Tokens, o.Runs)
+	fmt.Fprintf(w, "gguftool   prefill %7.1f tok/s (cold %7.1f)   decode %6.1f tok/s (cold %6.1f)\n",
+		res.Ours.Prefill, res.Ours.PrefillCold, res.Ours.Decode, res.Ours.DecodeCold)
+	if res.LlamaCpp != nil {
+		fmt.Fprintf(w, "llama.cpp  prefill %7.1f tok/s               decode %6.1f tok/s\n", res.LlamaCpp.Prefill, res.LlamaCpp.Decode)
+		fmt.Fprintf(w, "ratio      prefill %.2f×   decode %.2f×\n", res.PrefillRatio, res.DecodeRatio)
+	}
+	fmt.Fprintln(w, runflags.DescribeCache(res.Experts))
+	if s := res.Stream; s != nil {
+		fmt.Fprintf(w, "stream     hit rate %.1f%%, %s/token from disk at %.2f GB/s; compute %.1f ms + I/O %.1f ms per token → bound %.1f tok/s; achieved %.1f (%.0f%%)\n",
+			100*s.HitRate, iostreams.HumanBytes(int64(s.BytesPerToken)), s.DiskGBps, 1e3*s.ComputeSeconds, 1e3*s.IOSeconds,
+			s.BoundTokPerS, s.AchievedTokPerS, 100*s.Efficiency)
+	}
+	return nil
+}
+
+// diskBandwidth reads a pack's containers raw (O_DIRECT, record-sized
+// requests at the engine's queue depth, up to 1 GiB) and returns GB/s.
+func diskBandwidth(ctx context.Context, dir string) (float64, error) {
+	p, err := container.OpenDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer p.Close()
+	eng, err := ioengine.New(ioengine.Options{Backend: ioengine.Auto, Direct: true})
+	if err != nil {
+		return 0, err
+	}
+	defer eng.Close()
+	rr, err := p.NewRecordReader(eng)
+	if err != nil {
+		return 0, err
+	}
+	defer rr.Close()
+	pool, err := ioengine.NewPool(int(p.MaxStride()), eng.QueueDepth())
+	if err != nil {
+		return 0, err
+	}
+	defer pool.Close()
+	layers := make([]int, 0, len(p.Containers))
+	var packBytes int64
+	for l, r := range p.Containers {
+		layers = append(layers, l)
+		packBytes += r.Header.FileSize - r.Header.HeaderSize
+	}
+	sort.Ints(layers)
+	chunks := rawReads(p, rr, layers, min(packBytes, 1<<30))
+	m, err := window(ctx, eng, pool, len(chunks), func(i int, b *ioengine.Buffer) *ioengine.Request {
+		return &ioengine.Request{File: chunks[i].f, Off: chunks[i].off, Len: chunks[i].n, Buf: b}
+	})
+	return m.GBps, err
+}

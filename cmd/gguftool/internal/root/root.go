@@ -1,0 +1,167 @@
+// Package cli is gguftool's command line: the root command, the
+// subcommands (one package each), and the one place that maps errors to
+// exit codes.
+package root
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/bench"
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/demo"
+	goldencmd "github.com/gguftool/gguftool/cmd/gguftool/internal/golden"
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/inspect"
+	packcmd "github.com/gguftool/gguftool/cmd/gguftool/internal/pack"
+	quantizecmd "github.com/gguftool/gguftool/cmd/gguftool/internal/quantize"
+	residentcmd "github.com/gguftool/gguftool/cmd/gguftool/internal/resident"
+	runcmd "github.com/gguftool/gguftool/cmd/gguftool/internal/run"
+	servecmd "github.com/gguftool/gguftool/cmd/gguftool/internal/serve"
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/synth"
+	tierscmd "github.com/gguftool/gguftool/cmd/gguftool/internal/tiers"
+	tracecmd "github.com/gguftool/gguftool/cmd/gguftool/internal/trace"
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/verify"
+	"github.com/gguftool/gguftool/container"
+	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/resident"
+	"github.com/gguftool/gguftool/tiers"
+	"github.com/gguftool/gguftool/trace"
+)
+
+// Version is the tool's version; release builds set it with
+// -ldflags "-X github.com/gguftool/gguftool/cmd/gguftool/internal/root.Version=…".
+var Version = "0.1.0-dev"
+
+// FormatVersions lists every on-disk format gguftool writes, with the
+// version it writes.
+func FormatVersions() []string {
+	return []string{
+		fmt.Sprintf("gguf %d", gguf.WriteVersion),
+		fmt.Sprintf("expert container %d", container.FormatVersion),
+		fmt.Sprintf("pack %d (%s)", container.PackVersion, container.ManifestSchema),
+		fmt.Sprintf("resident manifest %d (%s, catalog %s)", resident.Version, resident.Schema, resident.CatalogSchema),
+		fmt.Sprintf("storage-tiers config %d (%s), journal %d (%s)", tiers.ConfigVersion, tiers.ConfigSchema, tiers.JournalVersion, tiers.JournalSchema),
+		fmt.Sprintf("routing trace %d", trace.Version),
+	}
+}
+
+func versionText() string {
+	v := Version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "gguftool %s\nformats written:\n", v)
+	for _, f := range FormatVersions() {
+		fmt.Fprintf(&b, "  %s\n", f)
+	}
+	return b.String()
+}
+
+// NewCmdRoot builds the command tree.
+func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "gguftool <command>",
+		Short: "Pack, tier and serve very large Mixture-of-Experts GGUF models",
+		Long: `gguftool prepares very large Mixture-of-Experts models in GGUF form for
+machines whose VRAM and RAM are far smaller than the model, and runs them.
+
+Data goes to stdout, diagnostics and progress to stderr; --json prints one
+JSON document. Sizes accept decimal (M, G) and binary (MiB, GiB) suffixes.
+Environment variables GGUFTOOL_<NAME> override defaults; flags override
+both.
+` + cmdutil.ExitCodesHelp,
+		Version:       Version,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetVersionTemplate("{{.Annotations.versionText}}")
+	root.Annotations = map[string]string{"versionText": versionText()}
+	root.PersistentFlags().BoolVarP(&f.IOStreams.Quiet, "quiet", "q", cmdutil.EnvOr("QUIET", "") != "", "no progress output ($GGUFTOOL_QUIET)")
+	root.SetOut(f.IOStreams.Out)
+	root.SetErr(f.IOStreams.ErrOut)
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return &cmdutil.FlagError{Err: fmt.Errorf("%s: %w", cmd.CommandPath(), err)}
+	})
+	root.AddCommand(
+		synth.NewCmd(f, nil),
+		inspect.NewCmd(f, nil),
+		demo.NewCmd(f, nil),
+		quantizecmd.NewCmd(f, nil),
+		packcmd.NewCmd(f, Version, nil),
+		packcmd.NewCmdUnpack(f, nil),
+		verify.NewCmd(f, nil),
+		residentcmd.NewCmd(f, Version, nil),
+		tierscmd.NewCmd(f),
+		tierscmd.NewCmdMigrate(f),
+		tierscmd.NewCmdEnsureHot(f),
+		tierscmd.NewCmdTwins(f),
+		runcmd.NewCmd(f, nil),
+		servecmd.NewCmd(f, nil),
+		goldencmd.NewCmd(f),
+		tracecmd.NewCmd(f),
+		bench.NewCmd(f),
+	)
+	return root
+}
+
+// ExitCode maps an error to the exit code scripts branch on.
+func ExitCode(err error) int {
+	var ee *cmdutil.ExitError
+	var fe *cmdutil.FlagError
+	switch {
+	case err == nil:
+		return cmdutil.ExitOK
+	case errors.As(err, &ee):
+		return ee.Code
+	case errors.As(err, &fe), strings.HasPrefix(err.Error(), "unknown command"), errors.Is(err, tiers.ErrConfig):
+		return cmdutil.ExitUsage
+	case errors.Is(err, tiers.ErrNotTwin):
+		return cmdutil.ExitCorrupt
+	case errors.Is(err, tiers.ErrBusy):
+		return cmdutil.ExitBusy
+	case errors.Is(err, gguf.ErrFormat):
+		return cmdutil.ExitCorrupt
+	case errors.Is(err, os.ErrNotExist):
+		return cmdutil.ExitNotFound
+	}
+	return cmdutil.ExitFailure
+}
+
+// Main runs gguftool with the process's arguments and returns its exit
+// code. SIGINT and SIGTERM cancel the command's context.
+func Main() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	f := &cmdutil.Factory{IOStreams: iostreams.System()}
+	return Execute(ctx, f, os.Args[1:])
+}
+
+// Execute runs the command line args with the factory's streams.
+func Execute(ctx context.Context, f *cmdutil.Factory, args []string) int {
+	root := NewCmdRoot(f)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return cmdutil.ExitOK
+	}
+	fmt.Fprintf(f.IOStreams.ErrOut, "gguftool: %v\n", err)
+	var fe *cmdutil.FlagError
+	if errors.As(err, &fe) || strings.HasPrefix(err.Error(), "unknown command") {
+		fmt.Fprintf(f.IOStreams.ErrOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
+	}
+	return ExitCode(err)
+}

@@ -1,0 +1,115 @@
+// Package runflags holds the flags every command that runs a model shares
+// (run, bench decode, serve, demo): threads, the expert cache, the I/O
+// backend and the resident tier.
+package runflags
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
+	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/internal/ioengine"
+	"github.com/gguftool/gguftool/internal/iostreams"
+)
+
+// Model are the flags that say how to open a model.
+type Model struct {
+	Threads         int
+	ExpertCache     string
+	ExpertSlots     int
+	Policy          string
+	IO              string
+	Buffered        bool
+	ResidentExperts bool
+	ResidentTier    string
+}
+
+// Help is the flags' description for a command's Long help.
+const Help = `
+A MODEL is a GGUF file (any shard of a split set), whose experts are all
+held in RAM, or a pack directory (gguftool pack), whose routed experts are
+streamed from disk through the expert cache: --expert-cache bounds it in
+bytes (2GiB, 500M, 0 for none) or "auto" (the memory left by the cgroup
+limit or MemAvailable after the resident weights and a 512 MiB margin);
+--expert-cache-slots sets a count of experts instead. The logits are the
+same bit for bit whatever the cache, policy, I/O backend or thread count.
+--resident-tier takes a resident tier's GGUF, its manifest
+(LABEL.resident.json), or its label alone, found as LABEL.resident.json in
+$GGUFTOOL_RESIDENT_TIERS, the current directory, the model's directory or
+the one above it; a tier made from another pack is refused.
+`
+
+// Register adds the flags to cmd.
+func (m *Model) Register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	threads, _ := strconv.Atoi(cmdutil.EnvOr("THREADS", "0"))
+	fl.IntVarP(&m.Threads, "threads", "t", threads, "compute threads; 0 = all cores ($GGUFTOOL_THREADS)")
+	fl.StringVar(&m.ExpertCache, "expert-cache", cmdutil.EnvOr("EXPERT_CACHE", "auto"), "pack: expert cache size (2GiB, 0, auto) ($GGUFTOOL_EXPERT_CACHE)")
+	fl.IntVar(&m.ExpertSlots, "expert-cache-slots", 0, "pack: expert cache size as a number of experts (overrides --expert-cache)")
+	fl.StringVar(&m.Policy, "cache-policy", cmdutil.EnvOr("CACHE_POLICY", "lru"), "pack: eviction policy: "+strings.Join(engine.Policies, ", ")+" ($GGUFTOOL_CACHE_POLICY)")
+	fl.StringVar(&m.IO, "io", cmdutil.EnvOr("IO", "auto"), "pack: I/O backend: auto, uring, pread ($GGUFTOOL_IO)")
+	fl.BoolVar(&m.Buffered, "buffered", false, "pack: read through the page cache instead of O_DIRECT")
+	fl.BoolVar(&m.ResidentExperts, "resident-experts", false, "pack: load every expert into RAM (the oracle for streaming)")
+	fl.StringVar(&m.ResidentTier, "resident-tier", "", "non-expert weights from a resident tier (gguftool resident-only): its label, manifest or GGUF")
+}
+
+// Options converts the flags into runtime options.
+func (m *Model) Options() (engine.Options, error) {
+	o := engine.Options{Threads: m.Threads, ResidentExperts: m.ResidentExperts, Resident: m.ResidentTier}
+	if m.Threads < 0 {
+		return o, cmdutil.FlagErrorf("--threads %d: must be ≥ 0", m.Threads)
+	}
+	if o.Threads == 0 {
+		o.Threads = runtime.GOMAXPROCS(0)
+	}
+	be, err := ioengine.ParseBackend(m.IO)
+	if err != nil {
+		return o, cmdutil.FlagErrorf("--io: %v", err)
+	}
+	o.Cache = engine.CacheOptions{Policy: m.Policy, Backend: be, Buffered: m.Buffered, Slots: m.ExpertSlots}
+	if !slices.Contains(engine.Policies, strings.ToLower(m.Policy)) {
+		return o, cmdutil.FlagErrorf("--cache-policy %q: want one of %s", m.Policy, strings.Join(engine.Policies, ", "))
+	}
+	switch {
+	case m.ExpertSlots < 0:
+		return o, cmdutil.FlagErrorf("--expert-cache-slots %d: must be ≥ 0", m.ExpertSlots)
+	case m.ExpertSlots > 0:
+	case strings.EqualFold(m.ExpertCache, "auto"):
+		o.Cache.Auto = true
+	default:
+		n, err := cmdutil.ParseSize(m.ExpertCache)
+		if err != nil {
+			return o, cmdutil.FlagErrorf("--expert-cache: %v", err)
+		}
+		o.Cache.Bytes = n
+	}
+	return o, nil
+}
+
+// Describe is a one-line account of where experts came from.
+func Describe(s engine.SourceStats) string {
+	if s.Source == "resident" {
+		return fmt.Sprintf("experts: %d served from RAM (all resident)", s.Fetches)
+	}
+	hitRate := 0.0
+	if s.Fetches > 0 {
+		hitRate = 100 * float64(s.Hits) / float64(s.Fetches)
+	}
+	return fmt.Sprintf("experts: %d routed, RAM cache hits %d (%.1f%%), SSD misses %d, %s in %d reads, I/O wait %.3f s, %d evictions",
+		s.Fetches, s.Hits, hitRate, s.Misses, iostreams.HumanBytes(int64(s.BytesRead)), s.Reads, s.IOWait.Seconds(), s.Evictions)
+}
+
+// DescribeCache is the cache's geometry.
+func DescribeCache(s engine.SourceStats) string {
+	if s.Source == "resident" {
+		return "expert cache: none needed (every expert resident)"
+	}
+	return fmt.Sprintf("expert cache: %d slots × %s = %s, policy %s", s.CacheSlots, iostreams.HumanBytes(s.RecordSize),
+		iostreams.HumanBytes(s.CacheBytes), s.Policy)
+}

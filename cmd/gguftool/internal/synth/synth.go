@@ -1,0 +1,224 @@
+// Package synth is the `gguftool synth` command.
+package synth
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
+	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/synth"
+)
+
+// Options are the parsed flags of `gguftool synth`.
+type Options struct {
+	IO *iostreams.IOStreams
+
+	Output     string
+	Config     synth.Config
+	Type       string
+	ExpertType string
+	Split      gguf.SplitOptions
+	JSON       bool
+}
+
+// NewCmd builds the command; runF replaces the run function in tests.
+func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams}
+	var arch string
+	var c synth.Config
+	cmd := &cobra.Command{
+		Use:   "synth -o OUT.gguf [flags]",
+		Short: "Write a deterministic random-weight MoE model",
+		Long: `Write a seeded, random-weight Mixture-of-Experts model as GGUF, for tests,
+demos and benchmarks. The same flags always give a byte-identical file.
+
+The model loads in llama.cpp: metadata keys have the exact types its loader
+demands, the tensor set is exactly what it expects for the architecture,
+and the tokenizer is a GPT-2 byte-level BPE. Norms and routers are F32;
+--type sets the other matrices, --expert-type the routed experts.
+
+Architectures and their layouts:
+  qwen3moe   per-head q/k norms, NEOX RoPE, renormalised top-k
+  llama      Mixtral-style experts, NORM RoPE
+  olmoe      whole-vector q/k norms (needs heads×head-dim = width, kv heads = heads)
+  deepseek2  MLA attention, leading dense layers, shared experts, optional fused
+             gate_up expert tensor (--fused-gate-up), sigmoid routing with bias
+  gpt-oss    attention sinks and biases, per-expert biases; --expert-type mxfp4
+
+Size flags left at 0 take the architecture's tiny default (2 layers, width
+64, 4 heads, 2 kv heads, head dim 16, 8 experts, top-2, expert FFN 128,
+vocabulary 512, context 4096; deepseek2 adds 1 dense layer of FFN 256 and
+1 shared expert).
+
+With --split-max-tensors or --split-max-size the output is a split set
+named <OUT without .gguf>-NNNNN-of-MMMMM.gguf, broken as gguf-split breaks
+it (sizes take M and G as 10^6 and 10^9, or MiB and GiB).
+
+Examples:
+  gguftool synth -o tiny.gguf
+  gguftool synth --arch olmoe --type q8_0 --seed 7 -o olmoe-q8.gguf
+  gguftool synth --arch qwen3moe --layers 16 --embd 1024 --heads 16 --heads-kv 4 \
+      --head-dim 128 --experts 64 --experts-used 4 --expert-ff 512 --vocab 32000 \
+      --type q8_0 --split-max-size 500M -o big.gguf
+  gguftool synth --arch gpt-oss --expert-type mxfp4 -o oss.gguf
+` + cmdutil.ExitCodesHelp,
+		Args: cmdutil.ExactArgs(0, "no arguments (use -o for the output)"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Output == "" {
+				return cmdutil.FlagErrorf("synth: --output is required")
+			}
+			base := synth.Defaults(arch)
+			if err := mergeConfig(&base, c, cmd); err != nil {
+				return err
+			}
+			t, err := gguf.ParseType(opts.Type)
+			if err != nil {
+				return cmdutil.FlagErrorf("synth: --type: %v", err)
+			}
+			base.Type = t
+			if opts.ExpertType != "" {
+				et, err := gguf.ParseType(opts.ExpertType)
+				if err != nil {
+					return cmdutil.FlagErrorf("synth: --expert-type: %v", err)
+				}
+				base.ExpertType = et
+			}
+			if err := base.Validate(); err != nil {
+				return cmdutil.FlagErrorf("%v", err)
+			}
+			opts.Config = base
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return Run(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&opts.Output, "output", "o", "", "output file (or split-set prefix when splitting)")
+	fl.StringVar(&arch, "arch", "qwen3moe", "architecture: "+strings.Join(synth.Archs, ", "))
+	fl.StringVar(&c.Name, "name", "", "general.name (default synth-<arch>-seed<seed>)")
+	fl.IntVar(&c.Layers, "layers", 0, "number of layers")
+	fl.IntVar(&c.Embd, "embd", 0, "embedding width")
+	fl.IntVar(&c.Heads, "heads", 0, "attention heads")
+	fl.IntVar(&c.HeadsKV, "heads-kv", 0, "key/value heads")
+	fl.IntVar(&c.HeadDim, "head-dim", 0, "head dimension")
+	fl.IntVar(&c.Experts, "experts", 0, "routed experts per MoE layer")
+	fl.IntVar(&c.ExpertsUsed, "experts-used", 0, "experts used per token (top-k)")
+	fl.IntVar(&c.ExpertFF, "expert-ff", 0, "expert FFN width")
+	fl.IntVar(&c.Vocab, "vocab", 0, "vocabulary size (at least 259)")
+	fl.IntVar(&c.Context, "context", 0, "context length")
+	fl.IntVar(&c.DenseLayers, "dense-layers", 0, "deepseek2: leading dense layers")
+	fl.IntVar(&c.DenseFF, "dense-ff", 0, "deepseek2: FFN width of the dense layers")
+	fl.IntVar(&c.SharedExperts, "shared-experts", 0, "deepseek2: shared experts per MoE layer")
+	fl.BoolVar(&c.FusedGateUp, "fused-gate-up", false, "deepseek2: one ffn_gate_up_exps tensor instead of gate and up")
+	fl.Uint64Var(&c.Seed, "seed", 1, "random seed")
+	fl.StringVar(&opts.Type, "type", "f32", "weight type of the matrices: f32, f16, bf16, q8_0, q4_k, … (rows that do not fill whole blocks fall back to f16)")
+	fl.StringVar(&opts.ExpertType, "expert-type", "", "weight type of the routed experts (default: --type; also mxfp4)")
+	fl.IntVar(&opts.Split.MaxTensors, "split-max-tensors", 0, "split: at most N tensors per shard")
+	fl.Var(cmdutil.SizeValue{N: &opts.Split.MaxBytes}, "split-max-size", "split: at most this many tensor bytes per shard (e.g. 500M, 2G, 1GiB)")
+	fl.BoolVar(&opts.JSON, "json", false, "print a JSON summary on stdout")
+	return cmd
+}
+
+// mergeConfig overrides the architecture defaults with the flags the user
+// set.
+func mergeConfig(base *synth.Config, c synth.Config, cmd *cobra.Command) error {
+	set := func(name string, dst *int, v int) {
+		if cmd.Flags().Changed(name) {
+			*dst = v
+		}
+	}
+	set("layers", &base.Layers, c.Layers)
+	set("embd", &base.Embd, c.Embd)
+	set("heads", &base.Heads, c.Heads)
+	set("heads-kv", &base.HeadsKV, c.HeadsKV)
+	set("head-dim", &base.HeadDim, c.HeadDim)
+	set("experts", &base.Experts, c.Experts)
+	set("experts-used", &base.ExpertsUsed, c.ExpertsUsed)
+	set("expert-ff", &base.ExpertFF, c.ExpertFF)
+	set("vocab", &base.Vocab, c.Vocab)
+	set("context", &base.Context, c.Context)
+	set("dense-layers", &base.DenseLayers, c.DenseLayers)
+	set("dense-ff", &base.DenseFF, c.DenseFF)
+	set("shared-experts", &base.SharedExperts, c.SharedExperts)
+	base.Seed = c.Seed
+	base.Name = c.Name
+	base.FusedGateUp = c.FusedGateUp
+	return nil
+}
+
+// Result is the JSON summary of a synth run.
+type Result struct {
+	Schema string       `json:"schema"`
+	Arch   string       `json:"arch"`
+	Seed   uint64       `json:"seed"`
+	Files  []FileResult `json:"files"`
+	Bytes  int64        `json:"bytes"`
+}
+
+// FileResult is one written file.
+type FileResult struct {
+	Path  string `json:"path"`
+	Bytes int64  `json:"bytes"`
+}
+
+// Write synthesizes the model described by opts to disk and returns the
+// paths written. The demo and the tests call it directly.
+func Write(ctx context.Context, opts *Options) ([]string, error) {
+	kvs, tensors, err := opts.Config.Model()
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]gguf.TensorInfo, len(tensors))
+	for i := range tensors {
+		infos[i] = tensors[i].TensorInfo
+	}
+	_, dataBytes, err := gguf.Layout(kvs, infos)
+	if err != nil {
+		return nil, err
+	}
+	wopts := gguf.WriteOptions{}
+	if dataBytes >= 64<<20 {
+		p := opts.IO.NewProgress(dataBytes, "synth")
+		defer p.Finish()
+		wopts.Progress = p.Add
+	}
+	if opts.Split.MaxTensors > 0 || opts.Split.MaxBytes > 0 {
+		prefix := strings.TrimSuffix(opts.Output, ".gguf")
+		return gguf.WriteSplit(ctx, prefix, kvs, tensors, opts.Split, wopts)
+	}
+	if err := gguf.WriteFile(ctx, opts.Output, kvs, tensors, wopts); err != nil {
+		return nil, err
+	}
+	return []string{opts.Output}, nil
+}
+
+// Run is the command's default behaviour.
+func Run(ctx context.Context, opts *Options) error {
+	paths, err := Write(ctx, opts)
+	if err != nil {
+		return err
+	}
+	res := Result{Schema: "gguftool.synth/v1", Arch: opts.Config.Arch, Seed: opts.Config.Seed}
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		res.Files = append(res.Files, FileResult{Path: p, Bytes: st.Size()})
+		res.Bytes += st.Size()
+	}
+	if opts.JSON {
+		return cmdutil.PrintJSON(opts.IO.Out, res)
+	}
+	for _, f := range res.Files {
+		fmt.Fprintf(opts.IO.Out, "%s\t%d bytes (%s)\n", f.Path, f.Bytes, iostreams.HumanBytes(f.Bytes))
+	}
+	return nil
+}

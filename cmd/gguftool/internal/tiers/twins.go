@@ -1,0 +1,218 @@
+package tiers
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
+	"github.com/gguftool/gguftool/internal/ioengine"
+	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/tiers"
+	"github.com/gguftool/gguftool/twins"
+)
+
+// levelsHelp explains the verification levels.
+const levelsHelp = `Verification levels, in order:
+  none       not even the structure matches
+  structure  the same files, names and sizes, none empty, and bytes of their
+             own (not the same inode, a hard link, a symlink, or a path that
+             resolves into the original)
+  cached     (find, without --verify) digests recorded for both copies match
+             and no file changed since (dev, inode, size, mtime, ctime)
+  content    XXH3-128 of every file of both copies matches, both read at
+             once with the I/O engine (O_DIRECT, io_uring where available)
+  container  content, and the artifact's own records agree: pack.json
+             digests and container header checksums, GGUF headers`
+
+// NewCmdTwins builds `gguftool twins` and its subcommands.
+func NewCmdTwins(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "twins <command>",
+		Short: "Find and verify copies of an artifact on other tiers",
+		Long: `A twin is a copy of an artifact, on another tier, proven identical by
+content. Only a verified twin lets migrate drop a copy.
+
+` + levelsHelp + "\n" + cmdutil.ExitCodesHelp,
+	}
+	cmd.AddCommand(newCmdFind(f), newCmdVerify(f))
+	return cmd
+}
+
+type findOptions struct {
+	common
+	Verify bool
+}
+
+func newCmdFind(f *cmdutil.Factory) *cobra.Command {
+	o := &findOptions{common: common{IO: f.IOStreams}}
+	cmd := &cobra.Command{
+		Use:   "find ARTIFACT",
+		Short: "Look for twins of an artifact on the other tiers",
+		Long: `Look on every other online tier for a copy of ARTIFACT and say how far
+each copy verifies. Without --verify only the structure is checked, and
+recorded digests stand in for reading where no file changed since; with
+--verify both copies are read in full and the digests are recorded for
+tiers status and later drops. Exit code 5 when no candidate is a twin at the
+level checked.
+
+` + artifactHelp + `
+
+` + levelsHelp + `
+
+Examples:
+  gguftool twins find models/qwen3.pack
+  gguftool twins find /nvme/models/qwen3-00001-of-00004.gguf --verify --json
+` + configHelp + "\n" + cmdutil.ExitCodesHelp,
+		Args: cmdutil.ExactArgs(1, "an artifact"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := o.open(cmd.Context(), recoverOrFail)
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			name, err := m.Resolve(args[0])
+			if err != nil {
+				return err
+			}
+			from, err := originTier(m, args[0], name)
+			if err != nil {
+				return err
+			}
+			var total int64
+			if a, err := tiers.Find(m.FS, from.Root, name); err == nil {
+				total = 2 * a.Size
+			}
+			var p iostreams.Progress = nopProgress{}
+			if o.Verify {
+				p = o.IO.NewProgress(total, "verify "+name)
+			}
+			found, err := twins.Find(cmd.Context(), m, name, from, o.Verify, p.Add)
+			p.Finish()
+			if err != nil {
+				return err
+			}
+			twinsFound := 0
+			for _, c := range found.Candidates {
+				if c.Reason == "" {
+					twinsFound++
+				}
+			}
+			if o.JSON {
+				if err := cmdutil.PrintJSON(o.IO.Out, found); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(o.IO.Out, "%s on %s (%s)\n", name, from.Name, found.Path)
+				for _, c := range found.Candidates {
+					fmt.Fprintf(o.IO.Out, "  %-12s %-10s %s", c.Tier, c.Level, c.Path)
+					if c.Reason != "" {
+						fmt.Fprintf(o.IO.Out, ": not a twin: %s", c.Reason)
+					}
+					fmt.Fprintln(o.IO.Out)
+				}
+				if len(found.Candidates) == 0 {
+					fmt.Fprintln(o.IO.Out, "  no copy on any other tier")
+				}
+			}
+			if twinsFound == 0 {
+				return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: fmt.Errorf("no twin of %s on another tier", name)}
+			}
+			return nil
+		},
+	}
+	o.addFlags(cmd)
+	cmd.Flags().BoolVar(&o.Verify, "verify", false, "read both copies in full (content and container levels)")
+	return cmd
+}
+
+type nopProgress struct{}
+
+func (nopProgress) Add(int64) {}
+func (nopProgress) Finish()   {}
+
+// originTier is the tier ARTIFACT was named in: the one holding the path
+// given, else the hottest tier holding the name.
+func originTier(m *tiers.Manager, ref, name string) (*tiers.Tier, error) {
+	if t, ok := m.Config.TierOf(ref); ok {
+		if _, err := m.FS.Lstat(ref); err == nil {
+			return t, nil
+		}
+	}
+	locs, err := m.Locate(name)
+	if err != nil {
+		return nil, err
+	}
+	var best *tiers.Tier
+	rank := map[tiers.Role]int{tiers.Hot: 0, tiers.Warm: 1, tiers.Cold: 2}
+	for _, l := range locs {
+		if best == nil || rank[l.Tier.Role] < rank[best.Role] {
+			best = l.Tier
+		}
+	}
+	if best == nil {
+		return nil, fmt.Errorf("tiers: no artifact %q in any tier: %w", name, tiers.ErrNoArtifact)
+	}
+	return best, nil
+}
+
+type verifyOptions struct {
+	IO   *iostreams.IOStreams
+	JSON bool
+}
+
+func newCmdVerify(f *cmdutil.Factory) *cobra.Command {
+	o := &verifyOptions{IO: f.IOStreams}
+	cmd := &cobra.Command{
+		Use:   "verify HOT COLD",
+		Short: "Verify that COLD is a twin of HOT, by content",
+		Long: `Compare the artifact at HOT with the copy at COLD: structure first (the
+whole artifact, every file, not only *.gguf), then the content of every file
+of both copies, read at once with the I/O engine, then the container level.
+HOT and COLD are two explicit paths: pack directories, GGUF files, or any
+shard of split sets (the whole sets are compared). The report names the
+first file that differs and why (exit code 3), and the level reached. No
+configuration is needed.
+
+` + levelsHelp + `
+
+Examples:
+  gguftool twins verify /nvme/models/qwen3.pack /archive/models/qwen3.pack
+  gguftool twins verify /nvme/m-00001-of-00004.gguf /cold/m-00001-of-00004.gguf --json
+` + cmdutil.ExitCodesHelp,
+		Args: cmdutil.ExactArgs(2, "HOT and COLD paths"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			eng, err := ioengine.New(ioengine.Options{Backend: ioengine.Auto, QueueDepth: 16, Direct: true})
+			if err != nil {
+				return err
+			}
+			defer eng.Close()
+			var total int64
+			if _, a, err := tiers.ArtifactAt(tiers.OSFS{}, args[0]); err == nil {
+				total = 2 * a.Size
+			}
+			p := o.IO.NewProgress(total, "verify")
+			r, err := twins.Verify(cmd.Context(), tiers.OSFS{}, &tiers.EngineHasher{Engine: eng}, args[0], args[1], p.Add)
+			p.Finish()
+			if o.JSON {
+				if jerr := cmdutil.PrintJSON(o.IO.Out, r); jerr != nil {
+					return jerr
+				}
+			} else if r != nil {
+				if err == nil {
+					fmt.Fprintf(o.IO.Out, "%s is a twin of %s: %d files, %s each, verified to level %s in %.1f s (%s/s)\n",
+						args[1], args[0], len(r.Files), iostreams.HumanBytes(r.Bytes), r.Level, r.Seconds, iostreams.HumanBytes(int64(float64(2*r.Bytes)/max(r.Seconds, 1e-9))))
+				} else {
+					fmt.Fprintf(o.IO.Out, "%s is not a twin of %s (reached level %s)\n", args[1], args[0], r.Level)
+				}
+			}
+			if err != nil && errors.Is(err, tiers.ErrNotTwin) {
+				return &cmdutil.ExitError{Code: cmdutil.ExitCorrupt, Err: err}
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the report as JSON on stdout")
+	return cmd
+}

@@ -1,0 +1,196 @@
+// Package trace is `gguftool trace`: inspect routing traces and import the
+// public trace layouts.
+package trace
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
+	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/trace"
+)
+
+// NewCmd builds `gguftool trace`.
+func NewCmd(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "trace <subcommand>",
+		Short: "Summarize routing traces and import the public trace layouts",
+		Long: `Routing traces (docs/format/trace.md) record which experts the router chose
+at every position and layer and where each was served from. gguftool run
+--trace writes them; these commands read and convert them.
+` + cmdutil.ExitCodesHelp,
+	}
+	cmd.AddCommand(newCmdStat(f), newCmdImport(f))
+	return cmd
+}
+
+// Stat is what `trace stat` reports.
+type Stat struct {
+	Schema       string           `json:"schema"`
+	File         string           `json:"file"`
+	Model        string           `json:"model"`
+	ModelDigest  string           `json:"model_digest"`
+	Layers       int              `json:"layers"`
+	Experts      int              `json:"experts"`
+	TopK         int              `json:"top_k"`
+	Imported     bool             `json:"imported"`
+	Steps        int64            `json:"steps"`
+	PrefillSteps int64            `json:"prefill_steps"`
+	Records      int64            `json:"records"`
+	ServedFrom   map[string]int64 `json:"served_from"`
+	Distinct     int              `json:"distinct_experts"` // (layer, expert) pairs ever routed
+}
+
+func newCmdStat(f *cmdutil.Factory) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "stat TRACE",
+		Short: "Summarize a routing trace",
+		Long: `Read a whole trace, checking every record, and summarize it: the model it was
+recorded on, steps (positions), routing records, where experts were served
+from, and how many distinct experts were ever routed.
+
+Examples:
+  gguftool trace stat run.trace.zst
+  gguftool trace stat run.trace --json
+` + cmdutil.ExitCodesHelp,
+		Args: cmdutil.ExactArgs(1, "a trace file"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := ReadStat(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return cmdutil.PrintJSON(f.IOStreams.Out, s)
+			}
+			printStat(f.IOStreams, s)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	return cmd
+}
+
+// ReadStat reads and summarizes a trace.
+func ReadStat(ctx context.Context, path string) (*Stat, error) {
+	tr, c, err := trace.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	h := tr.Header
+	s := &Stat{Schema: "gguftool.trace-stat/v1", File: path, Model: h.ModelName, ModelDigest: hex.EncodeToString(h.ModelDigest[:]),
+		Layers: h.Layers, Experts: h.Experts, TopK: h.TopK, Imported: h.Imported, ServedFrom: map[string]int64{}}
+	seen := map[uint32]bool{}
+	var recs []trace.Record
+	for {
+		if s.Steps%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		_, recs, err = tr.Next(recs)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.Steps++
+		if len(recs) > 0 && recs[0].Prefill {
+			s.PrefillSteps++
+		}
+		for _, r := range recs {
+			s.Records++
+			if !h.Imported {
+				s.ServedFrom[r.From.String()]++
+			}
+			seen[uint32(r.Layer)<<16|uint32(r.Expert)] = true
+		}
+	}
+	s.Distinct = len(seen)
+	return s, nil
+}
+
+func printStat(io *iostreams.IOStreams, s *Stat) {
+	w := io.Out
+	fmt.Fprintf(w, "trace          %s\n", s.File)
+	fmt.Fprintf(w, "model          %s (%s)\n", s.Model, s.ModelDigest)
+	fmt.Fprintf(w, "geometry       %d layers, %d experts, top-%d\n", s.Layers, s.Experts, s.TopK)
+	fmt.Fprintf(w, "steps          %d (%d prefill)\n", s.Steps, s.PrefillSteps)
+	fmt.Fprintf(w, "records        %d\n", s.Records)
+	fmt.Fprintf(w, "distinct       %d of %d experts ever routed\n", s.Distinct, s.Layers*s.Experts)
+	if s.Imported {
+		fmt.Fprintf(w, "served from    not recorded (imported)\n")
+		return
+	}
+	for _, t := range []string{"resident", "ram", "ssd", "vram"} {
+		if n := s.ServedFrom[t]; n > 0 {
+			fmt.Fprintf(w, "served from    %-8s %d (%.1f%%)\n", t, n, 100*float64(n)/float64(max(1, s.Records)))
+		}
+	}
+}
+
+func newCmdImport(f *cmdutil.Factory) *cobra.Command {
+	var format string
+	var h trace.Header
+	cmd := &cobra.Command{
+		Use:   "import --format F --layers L --experts E --top-k K IN OUT",
+		Short: "Convert a public routing-trace layout to gguftool's trace format",
+		Long: `Convert a routing trace in one of the two public layouts to gguftool's
+format (docs/format/trace.md), checking every expert against the geometry:
+
+  hash12     12-byte records: u64 hash of the layer's name, u32 expert; layers
+             numbered in order of first appearance, steps split where the
+             layer number goes down or a layer already has top-k experts
+  dense-u16  a dense u16 array [steps, layers, top-k]
+
+OUT is written compressed when it ends in .zst, and published only when
+complete.
+
+Examples:
+  gguftool trace import --format dense-u16 --layers 48 --experts 128 --top-k 8 routes.bin routes.trace.zst
+  gguftool trace import --format hash12 --layers 61 --experts 256 --top-k 8 trace.bin out.trace
+` + cmdutil.ExitCodesHelp,
+		Args: cmdutil.ExactArgs(2, "an input trace and an output file"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !slices.Contains(trace.ImportFormats, format) {
+				return cmdutil.FlagErrorf("--format %q: want one of %s", format, strings.Join(trace.ImportFormats, ", "))
+			}
+			h.Imported = true
+			in, err := os.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			out, err := trace.Create(args[1], h)
+			if err != nil {
+				return cmdutil.FlagErrorf("%v", err)
+			}
+			defer out.Abort()
+			if err := trace.Import(format, in, args[0], out.Writer); err != nil {
+				return err
+			}
+			if err := out.Close(); err != nil {
+				return err
+			}
+			fmt.Fprintf(f.IOStreams.ErrOut, "%s: %d steps, %d routing records\n", args[1], out.Steps(), out.Events())
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&format, "format", "", "input layout: "+strings.Join(trace.ImportFormats, ", "))
+	fl.IntVar(&h.Layers, "layers", 0, "MoE layers of the model")
+	fl.IntVar(&h.Experts, "experts", 0, "experts per layer")
+	fl.IntVar(&h.TopK, "top-k", 0, "experts used per token")
+	fl.StringVar(&h.ModelName, "model-name", "", "model name to record in the header")
+	return cmd
+}

@@ -1,0 +1,26 @@
+// Package engine is gguftool's CPU inference engine for Mixture-of-Experts
+// models: the forward passes of qwen3moe, Mixtral-style llama and olmoe,
+// sessions with their KV cache, sampling, and the expert sources that let
+// routed experts live in RAM (resident, the oracle) or be streamed from a
+// pack through a bounded cache. Text goes in and out through package
+// tokenizer; routing decisions go out through package trace.
+//
+// # Numerics
+//
+// Every matrix product is computed as llama.cpp's CPU backend computes it:
+// the activations are converted to the weight type's vec_dot type and each
+// weight row is dotted with them by quant.VecDot, which reproduces ggml's
+// kernels bit for bit. Norms, RoPE, softmax and the router follow the ggml
+// operators they replace (docs/engine.md). With F32 weights and an F32
+// KV cache the log-probabilities agree with llama.cpp to about 1e-5.
+//
+// # Determinism
+//
+// The model's router decides which experts run; an expert source decides
+// only where their bytes come from. Each expert's output is computed from
+// the same bytes by the same code whatever source served it, rows are
+// split among threads without changing any row's arithmetic, and the
+// contributions are summed in the router's order once all have landed. So
+// resident and streamed runs, any cache size or policy, any I/O completion
+// order and any thread count give bit-identical logits.
+package engine

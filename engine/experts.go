@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/trace"
+)
+
+// ExpertLayout is the types of one MoE layer's per-expert tensors.
+// Gate is gguf.TypeCount when the layer has no gate (a llama expert then
+// computes silu(up)).
+type ExpertLayout struct {
+	Gate, Up, Down gguf.Type
+}
+
+// Expert is one routed expert's weights: the bytes of its slices of the
+// layer's gate [D, F], up [D, F] and down [F, D] tensors, in their file
+// types. They are valid only during the call they are passed to.
+type Expert struct {
+	Gate, Up, Down []byte
+	// From is where the bytes were served from.
+	From trace.Level
+}
+
+// ExpertSource serves routed experts. It decides where an expert's bytes
+// come from, never which experts run: the router has chosen them.
+type ExpertSource interface {
+	// Layout returns the types of a MoE layer's expert tensors.
+	Layout(layer int) ExpertLayout
+	// Fetch makes each of experts (distinct ids) of layer available and
+	// calls use once for each, on the calling goroutine, in an order
+	// that may depend on caching and I/O: cached experts first, then
+	// misses as their reads land. It returns use's first error, or an
+	// error naming the layer and expert whose bytes could not be read or
+	// failed their checksum; no expert is passed to use unverified.
+	Fetch(ctx context.Context, layer int, experts []int, use func(expert int, w Expert) error) error
+	// Stats returns the counters since the source was opened.
+	Stats() SourceStats
+	// Close releases the source's files and memory.
+	Close() error
+}
+
+// SourceStats count where routed experts were served from.
+type SourceStats struct {
+	Source    string        `json:"source"` // "resident" or "pack"
+	Fetches   uint64        `json:"expert_fetches"`
+	Hits      uint64        `json:"cache_hits"`   // served from RAM (every fetch, for resident)
+	Misses    uint64        `json:"cache_misses"` // read from the pack
+	Evictions uint64        `json:"evictions"`
+	BytesRead uint64        `json:"bytes_read"`
+	Reads     uint64        `json:"reads"`
+	IOWait    time.Duration `json:"io_wait_ns"` // time spent waiting for reads with nothing to compute
+	// Cache geometry (pack sources).
+	CacheSlots int    `json:"cache_slots,omitempty"`
+	CacheBytes int64  `json:"cache_bytes,omitempty"`
+	Policy     string `json:"cache_policy,omitempty"`
+	RecordSize int64  `json:"record_bytes,omitempty"`
+}
+
+// residentExperts holds every expert in RAM: the oracle the streamed
+// sources are compared with.
+type residentExperts struct {
+	layers []residentLayer
+	stats  SourceStats
+}
+
+type residentLayer struct {
+	gate *matrix // nil when the layer has no gate
+	up   matrix
+	down matrix
+}
+
+// loadResidentExperts reads every layer's stacked expert tensors.
+func loadResidentExperts(l *loader, h *Hparams) (*residentExperts, error) {
+	r := &residentExperts{layers: make([]residentLayer, h.Layers), stats: SourceStats{Source: "resident"}}
+	D, F, E := h.Embd, h.ExpertFF, h.Experts
+	for i := range r.layers {
+		p := fmt.Sprintf("blk.%d.", i)
+		rl := &r.layers[i]
+		var err error
+		if _, _, ok := l.tab.find(p + "ffn_gate_exps.weight"); ok || h.Arch != "llama" {
+			g, err := l.matrix(p+"ffn_gate_exps.weight", D, F, E)
+			if err != nil {
+				return nil, err
+			}
+			rl.gate = &g
+		}
+		if rl.up, err = l.matrix(p+"ffn_up_exps.weight", D, F, E); err != nil {
+			return nil, err
+		}
+		if rl.down, err = l.matrix(p+"ffn_down_exps.weight", F, D, E); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (r *residentExperts) Layout(layer int) ExpertLayout {
+	rl := &r.layers[layer]
+	el := ExpertLayout{Gate: gguf.TypeCount, Up: rl.up.typ, Down: rl.down.typ}
+	if rl.gate != nil {
+		el.Gate = rl.gate.typ
+	}
+	return el
+}
+
+func (r *residentExperts) Fetch(ctx context.Context, layer int, experts []int, use func(int, Expert) error) error {
+	rl := &r.layers[layer]
+	for _, e := range experts {
+		w := Expert{Up: rl.up.slice(e).data, Down: rl.down.slice(e).data, From: trace.LevelResident}
+		if rl.gate != nil {
+			w.Gate = rl.gate.slice(e).data
+		}
+		r.stats.Fetches++
+		r.stats.Hits++
+		if err := use(e, w); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+func (r *residentExperts) Stats() SourceStats { return r.stats }
+func (r *residentExperts) Close() error       { r.layers = nil; return nil }

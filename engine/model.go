@@ -1,0 +1,358 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/zeebo/xxh3"
+
+	"github.com/gguftool/gguftool/container"
+	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/resident"
+	"github.com/gguftool/gguftool/trace"
+)
+
+// Options configure how a model is opened.
+type Options struct {
+	// Threads is the number of compute threads; 0 means GOMAXPROCS.
+	Threads int
+	// Cache configures the expert cache of a pack; unused for a GGUF,
+	// whose experts are all resident.
+	Cache CacheOptions
+	// ResidentExperts loads every expert of a pack into RAM instead of
+	// streaming them: the pack's resident mode, the oracle for streaming.
+	ResidentExperts bool
+	// Resident, if set, is a resident tier GGUF (gguftool resident-only)
+	// whose tensors replace the pack's or model's non-expert tensors.
+	Resident string
+}
+
+// Model is a loaded model: hyper-parameters, the non-expert weights in RAM,
+// and a source of routed experts.
+type Model struct {
+	Hparams *Hparams
+	// Path is what was opened: a GGUF file or a pack directory.
+	Path string
+	// Meta is the GGUF holding the metadata (tokenizer, chat template).
+	Meta *gguf.File
+	// ResidentBytes is the size of the non-expert weights held in RAM.
+	ResidentBytes int64
+
+	tokEmbd matrix
+	outNorm []float32
+	output  matrix
+	layers  []layer
+	experts ExpertSource
+	work    workers
+	closers []func() error
+	digest  [16]byte // identifies the model in traces
+	// packDigest is pack.json's XXH3-128 as resident manifests record it
+	// ("" for a GGUF).
+	packDigest container.Digest
+	mem        arena // the weights held in RAM
+}
+
+type layer struct {
+	attnNorm, ffnNorm []float32
+	wq, wk, wv, wo    matrix
+	bq, bk, bv, bo    []float32 // nil when absent
+	qNorm, kNorm      []float32 // nil unless the arch normalises q and k
+	router            matrix
+	layout            ExpertLayout
+	// One expert's gate, up and down matrices without their bytes, which
+	// the expert source supplies per fetch; gate is unused (zero) when
+	// the layer has none.
+	gateExp, upExp, downExp matrix
+}
+
+// Open loads a model: a GGUF file or split set (every expert resident), or
+// a pack directory (experts streamed through the cache, or all resident
+// with Options.ResidentExperts).
+func Open(path string, o Options) (*Model, error) {
+	m := &Model{Path: path}
+	m.work.n = o.Threads
+	if m.work.n <= 0 {
+		m.work.n = runtime.GOMAXPROCS(0)
+	}
+	var err error
+	if st, serr := os.Stat(path); serr == nil && st.IsDir() {
+		err = m.openPack(path, o)
+	} else {
+		err = m.openGGUF(path, o)
+	}
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Model) openGGUF(path string, o Options) error {
+	set, err := gguf.OpenSet(path)
+	if err != nil {
+		return err
+	}
+	m.closers = append(m.closers, set.Close)
+	m.Meta = set.Meta()
+	if m.Hparams, err = ReadHparams(m.Meta); err != nil {
+		return err
+	}
+	if m.digest, err = identity(m.Meta.ReaderAt(), m.Meta.DataOffset); err != nil {
+		return err
+	}
+	l := &loader{tab: setTable{set}, mem: &m.mem}
+	res, err := loadResidentExperts(l, m.Hparams)
+	if err != nil {
+		return err
+	}
+	m.experts = res
+	return m.loadResident(l, o.Resident)
+}
+
+func (m *Model) openPack(dir string, o Options) error {
+	if _, err := os.Stat(filepath.Join(dir, container.ManifestName)); err != nil {
+		return fmt.Errorf("runtime: %s is a directory without %s, so not a pack", dir, container.ManifestName)
+	}
+	p, err := container.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	m.closers = append(m.closers, p.Close)
+	m.Meta = p.Resident
+	if m.Hparams, err = ReadHparams(m.Meta); err != nil {
+		return err
+	}
+	manifest, err := os.ReadFile(filepath.Join(dir, container.ManifestName))
+	if err != nil {
+		return err
+	}
+	if m.digest, err = identity(bytes.NewReader(manifest), int64(len(manifest))); err != nil {
+		return err
+	}
+	m.packDigest = container.DigestOf(xxh3.Hash128(manifest))
+	if o.ResidentExperts {
+		res, err := loadPackResident(p, m.Hparams, &m.mem)
+		if err != nil {
+			return err
+		}
+		m.experts = res
+	} else {
+		ps, err := openPackExperts(p, m.Hparams, o.Cache)
+		if err != nil {
+			return err
+		}
+		m.experts = ps
+	}
+	return m.loadResident(&loader{tab: fileTable{p.Resident}, mem: &m.mem}, o.Resident)
+}
+
+// loadResident reads the non-expert weights, from the model itself or from
+// a resident tier file.
+func (m *Model) loadResident(l *loader, tier string) error {
+	if tier != "" {
+		path, err := m.residentTierPath(tier)
+		if err != nil {
+			return err
+		}
+		set, err := gguf.OpenSet(path)
+		if err != nil {
+			return err
+		}
+		m.closers = append(m.closers, set.Close)
+		if a := set.Meta().Architecture(); a != "" && a != m.Hparams.Arch {
+			return &ModelError{File: path, Msg: fmt.Sprintf("resident tier is for %s, the model is %s", a, m.Hparams.Arch)}
+		}
+		l = &loader{tab: setTable{set}, mem: &m.mem}
+	}
+	h := m.Hparams
+	D, V := h.Embd, h.Vocab
+	before := l.bytes
+	if V <= 0 {
+		return &ModelError{File: l.tab.where(), Msg: "no tokenizer.ggml.tokens, so no vocabulary size"}
+	}
+	var err error
+	if m.tokEmbd, err = l.matrix("token_embd.weight", D, V, 0); err != nil {
+		return err
+	}
+	if m.outNorm, err = l.vector("output_norm.weight", D); err != nil {
+		return err
+	}
+	out, err := l.optionalMatrix("output.weight", D, V)
+	switch {
+	case err != nil:
+		return err
+	case out != nil:
+		m.output = *out
+	case h.Arch == "olmoe":
+		return l.missing("output.weight")
+	default:
+		m.output = m.tokEmbd // tied, as llama.cpp does when output.weight is absent
+	}
+	m.layers = make([]layer, h.Layers)
+	for i := range m.layers {
+		if err := m.loadLayer(l, i); err != nil {
+			return err
+		}
+	}
+	m.ResidentBytes = l.bytes - before
+	return nil
+}
+
+func (m *Model) loadLayer(l *loader, i int) error {
+	h := m.Hparams
+	D, HD, E := h.Embd, h.HeadDim, h.Experts
+	qDim, kvDim := h.Heads*HD, h.HeadsKV*HD
+	p := fmt.Sprintf("blk.%d.", i)
+	L := &m.layers[i]
+	var errs []error
+	vec := func(dst *[]float32, name string, n int, optional bool) {
+		var err error
+		if optional {
+			*dst, err = l.optionalVector(p+name, n)
+		} else {
+			*dst, err = l.vector(p+name, n)
+		}
+		errs = append(errs, err)
+	}
+	mat := func(dst *matrix, name string, cols, rows int) {
+		var err error
+		*dst, err = l.matrix(p+name, cols, rows, 0)
+		errs = append(errs, err)
+	}
+	vec(&L.attnNorm, "attn_norm.weight", D, false)
+	vec(&L.ffnNorm, "ffn_norm.weight", D, false)
+	mat(&L.wq, "attn_q.weight", D, qDim)
+	mat(&L.wk, "attn_k.weight", D, kvDim)
+	mat(&L.wv, "attn_v.weight", D, kvDim)
+	mat(&L.wo, "attn_output.weight", qDim, D)
+	vec(&L.bq, "attn_q.bias", qDim, true)
+	vec(&L.bk, "attn_k.bias", kvDim, true)
+	vec(&L.bv, "attn_v.bias", kvDim, true)
+	vec(&L.bo, "attn_output.bias", D, true)
+	switch h.qkNorm {
+	case qkNormPerHead:
+		vec(&L.qNorm, "attn_q_norm.weight", HD, false)
+		vec(&L.kNorm, "attn_k_norm.weight", HD, false)
+	case qkNormWhole:
+		vec(&L.qNorm, "attn_q_norm.weight", qDim, false)
+		vec(&L.kNorm, "attn_k_norm.weight", kvDim, false)
+	}
+	mat(&L.router, "ffn_gate_inp.weight", D, E)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	L.layout = m.experts.Layout(i)
+	F := h.ExpertFF
+	var err error
+	if L.layout.Gate != gguf.TypeCount {
+		if L.gateExp, err = newShape(p+"ffn_gate_exps.weight", L.layout.Gate, D, F); err != nil {
+			return err
+		}
+	}
+	if L.upExp, err = newShape(p+"ffn_up_exps.weight", L.layout.Up, D, F); err != nil {
+		return err
+	}
+	L.downExp, err = newShape(p+"ffn_down_exps.weight", L.layout.Down, F, D)
+	return err
+}
+
+// WeightBytes is the RAM the model's weights occupy: the resident
+// tensors, and every expert when they are all resident (the expert cache
+// is apart).
+func (m *Model) WeightBytes() int64 { return m.mem.bytes }
+
+// Experts returns the model's expert source.
+func (m *Model) Experts() ExpertSource { return m.experts }
+
+// Threads is the number of compute threads.
+func (m *Model) Threads() int { return m.work.n }
+
+// Close releases the model's files and memory.
+func (m *Model) Close() error {
+	m.work.close()
+	var errs []error
+	if m.experts != nil {
+		errs = append(errs, m.experts.Close())
+	}
+	for i := len(m.closers) - 1; i >= 0; i-- {
+		errs = append(errs, m.closers[i]())
+	}
+	m.closers = nil
+	m.layers, m.tokEmbd, m.output, m.experts = nil, matrix{}, matrix{}, nil
+	errs = append(errs, m.mem.free())
+	return errors.Join(errs...)
+}
+
+// residentTierPath resolves a resident tier given as its GGUF, as its
+// manifest (*.resident.json, which names the GGUF beside it), or as a
+// label: <label>.resident.json looked for in $GGUFTOOL_RESIDENT_TIERS,
+// the current directory, the model's directory and the one above it. A
+// manifest that pairs with a pack must pair with this one.
+func (m *Model) residentTierPath(tier string) (string, error) {
+	if strings.HasSuffix(tier, ".gguf") {
+		return tier, nil
+	}
+	manifest := tier
+	if !strings.HasSuffix(tier, ".resident.json") {
+		if strings.ContainsRune(tier, filepath.Separator) {
+			return tier, nil
+		}
+		var looked []string
+		manifest = ""
+		for _, dir := range []string{os.Getenv("GGUFTOOL_RESIDENT_TIERS"), ".", m.Path, filepath.Dir(m.Path)} {
+			if dir == "" {
+				continue
+			}
+			p := filepath.Join(dir, tier+".resident.json")
+			looked = append(looked, p)
+			if _, err := os.Stat(p); err == nil {
+				manifest = p
+				break
+			}
+		}
+		if manifest == "" {
+			return "", fmt.Errorf("runtime: resident tier %q: no %s.resident.json in %s: %w", tier, tier, strings.Join(looked, ", "), os.ErrNotExist)
+		}
+	}
+	man, err := resident.ReadManifest(context.Background(), manifest)
+	if err != nil {
+		return "", err
+	}
+	if len(man.Files) == 0 {
+		return "", &ModelError{File: manifest, Msg: "the manifest names no resident GGUF"}
+	}
+	if man.Pack != nil && m.packDigest != "" && man.Pack.ManifestXXH3 != m.packDigest {
+		return "", &ModelError{File: manifest, Msg: fmt.Sprintf("resident tier %s pairs with pack %s (pack.json %s), not with %s",
+			man.TierLabel, man.Pack.Dir, man.Pack.ManifestXXH3, m.Path)}
+	}
+	return filepath.Join(filepath.Dir(manifest), man.Files[0].File), nil
+}
+
+// TraceHeader describes the model for a trace recorded on it.
+func (m *Model) TraceHeader() trace.Header {
+	h := trace.Header{Layers: m.Hparams.Layers, Experts: m.Hparams.Experts, TopK: m.Hparams.ExpertsUsed, ModelDigest: m.digest}
+	if v, ok := m.Meta.Lookup("general.name"); ok {
+		h.ModelName, _ = v.Str()
+		if len(h.ModelName) > trace.MaxNameLen {
+			h.ModelName = h.ModelName[:trace.MaxNameLen]
+		}
+	}
+	return h
+}
+
+// identity digests what identifies the model: a GGUF's metadata bytes or
+// a pack's pack.json.
+func identity(r io.ReaderAt, n int64) ([16]byte, error) {
+	h := xxh3.New()
+	if _, err := io.Copy(h, io.NewSectionReader(r, 0, n)); err != nil {
+		return [16]byte{}, err
+	}
+	return h.Sum128().Bytes(), nil
+}

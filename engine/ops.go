@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"math"
+
+	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/gguf/quant"
+)
+
+// acts is a batch of activation rows converted to one vec_dot type, ready
+// to be dotted with weight rows.
+type acts struct {
+	vt       gguf.Type
+	cols     int
+	n        int // rows (tokens)
+	rowBytes int
+	data     []byte
+}
+
+func (a *acts) row(t int) []byte { return a.data[t*a.rowBytes : (t+1)*a.rowBytes] }
+
+// convert fills a with the n rows of x (each cols long) in type vt, as
+// ggml does to src1 before a matrix multiplication.
+func (a *acts) convert(vt gguf.Type, x []float32, cols, n int) {
+	a.vt, a.cols, a.n = vt, cols, n
+	a.rowBytes = int(vt.RowBytes(int64(cols)))
+	a.data = a.data[:0]
+	for t := range n {
+		var err error
+		a.data, err = quant.QuantizeActivations(a.data, vt, x[t*cols:(t+1)*cols])
+		if err != nil {
+			panic("runtime: " + err.Error()) // newMatrix checked the block sizes
+		}
+	}
+}
+
+// actSet converts one batch of inputs to each vec_dot type on first use,
+// so q, k and v (or gate and up) share the conversion as in ggml.
+type actSet struct {
+	x    []float32
+	cols int
+	n    int
+	by   map[gguf.Type]*acts
+}
+
+func (s *actSet) reset(x []float32, cols, n int) {
+	s.x, s.cols, s.n = x, cols, n
+	if s.by == nil {
+		s.by = map[gguf.Type]*acts{}
+	}
+	for _, a := range s.by {
+		a.n = -1
+	}
+}
+
+func (s *actSet) get(vt gguf.Type) *acts {
+	a := s.by[vt]
+	if a == nil {
+		a = &acts{}
+		s.by[vt] = a
+	}
+	if a.n != s.n || a.vt != vt {
+		a.convert(vt, s.x, s.cols, s.n)
+	}
+	return a
+}
+
+// mulMat computes out[t·rows + r] = w.row(r) · a.row(t) for every row and
+// token, rows spread over the workers.
+func (w *workers) mulMat(m *matrix, a *acts, out []float32) {
+	rows, n := m.rows, a.n
+	grain := max(4, 4096/max(1, m.rowBytes*n)) // about a page of weights per chunk
+	w.forEach(rows, grain, func(lo, hi int) {
+		r := lo
+		// Four rows at a time share each activation load; every row's
+		// result is still its own kernel's, bit for bit.
+		var four [4]float32
+		for ; r+4 <= hi; r += 4 {
+			wr := m.data[r*m.rowBytes : (r+4)*m.rowBytes]
+			for t := range n {
+				m.dot.Dot4(wr, m.rowBytes, a.row(t), &four)
+				for i, v := range four {
+					out[t*rows+r+i] = v
+				}
+			}
+		}
+		for ; r < hi; r++ {
+			wr := m.row(r)
+			for t := range n {
+				out[t*rows+r] = m.dot.Dot(wr, a.row(t))
+			}
+		}
+	})
+}
+
+// rmsNorm writes x·w/sqrt(mean(x²)+eps) to out, as ggml_rms_norm followed
+// by ggml_mul: the squares summed in double, the scale applied, then the
+// weight.
+func rmsNorm(out, x, w []float32, eps float32) {
+	var sum float64
+	for _, v := range x {
+		sum += float64(float32(v * v))
+	}
+	mean := float32(sum / float64(len(x)))
+	scale := float32(1) / float32(math.Sqrt(float64(mean+eps)))
+	for i, v := range x {
+		out[i] = float32(v*scale) * w[i]
+	}
+}
+
+func expf(x float32) float32 { return float32(math.Exp(float64(x))) }
+
+// silu is x/(1+e^−x).
+func silu(x float32) float32 { return x / (1 + expf(-x)) }
+
+// ropeTable holds cos and sin of each rotated pair at one position, built
+// as ggml_rope_cache_init does: θ starts at the position and is multiplied
+// by base^(−2/n_rot) for each pair, in float32.
+func ropeTable(dst []float32, pos int, nRot int, base float32) []float32 {
+	dst = dst[:0]
+	thetaScale := float32(math.Pow(float64(base), float64(-2/float32(nRot))))
+	theta := float32(pos)
+	for i := 0; i < nRot; i += 2 {
+		dst = append(dst, float32(math.Cos(float64(theta))), float32(math.Sin(float64(theta))))
+		theta *= thetaScale
+	}
+	return dst
+}
+
+// rope rotates the first nRot values of one head in place: pairs (2i,
+// 2i+1) in NORM style, (i, i+nRot/2) in NEOX style.
+func rope(x []float32, cs []float32, nRot int, neox bool) {
+	half := nRot / 2
+	for i := 0; i < half; i++ {
+		c, s := cs[2*i], cs[2*i+1]
+		a, b := 2*i, 2*i+1
+		if neox {
+			a, b = i, i+half
+		}
+		x0, x1 := x[a], x[b]
+		x[a] = float32(x0*c) - float32(x1*s)
+		x[b] = float32(x0*s) + float32(x1*c)
+	}
+}

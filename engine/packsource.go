@@ -1,0 +1,334 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gguftool/gguftool/container"
+	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/internal/ioengine"
+	"github.com/gguftool/gguftool/trace"
+)
+
+// stagingBytes bounds the read buffers of misses in flight; a layer with
+// more misses reads them in waves of this size.
+const stagingBytes = 16 << 20
+
+// packLayer says where each expert tensor sits inside a layer's records.
+type packLayer struct {
+	layout         ExpertLayout
+	gate, up, down int // component index; gate −1 when absent
+}
+
+// packExperts streams routed experts from a pack's containers through the
+// I/O engine into a bounded cache.
+type packExperts struct {
+	pack    *container.OpenPack
+	eng     *ioengine.Engine
+	rr      *container.RecordReader
+	staging *ioengine.Pool
+	cache   *expertCache
+	layers  []packLayer
+	stats   SourceStats
+}
+
+// packComponents finds the gate, up and down components of every MoE
+// layer and checks their shapes against the hyper-parameters.
+func packComponents(p *container.OpenPack, h *Hparams) ([]packLayer, error) {
+	D, F, E := int64(h.Embd), int64(h.ExpertFF), int64(h.Experts)
+	layers := make([]packLayer, h.Layers)
+	for il := range layers {
+		c, ok := p.Containers[il]
+		if !ok {
+			return nil, &ModelError{File: p.Dir, Msg: fmt.Sprintf("the pack has no expert container for layer %d", il)}
+		}
+		pl := &layers[il]
+		pl.gate, pl.up, pl.down = -1, -1, -1
+		pl.layout.Gate = gguf.TypeCount
+		for ci, comp := range c.Header.Components {
+			want := [3]int64{D, F, E}
+			var idx *int
+			var typ *gguf.Type
+			switch {
+			case strings.HasSuffix(comp.Name, ".ffn_gate_exps.weight"):
+				idx, typ = &pl.gate, &pl.layout.Gate
+			case strings.HasSuffix(comp.Name, ".ffn_up_exps.weight"):
+				idx, typ = &pl.up, &pl.layout.Up
+			case strings.HasSuffix(comp.Name, ".ffn_down_exps.weight"):
+				idx, typ = &pl.down, &pl.layout.Down
+				want = [3]int64{F, D, E}
+			default:
+				return nil, fmt.Errorf("%w: %s: layer %d has expert tensor %s, which the runtime does not use", ErrUnsupported, c.Name, il, comp.Name)
+			}
+			if len(comp.Shape) != 3 || comp.Shape[0] != want[0] || comp.Shape[1] != want[1] || comp.Shape[2] != want[2] {
+				return nil, &ModelError{File: c.Name, Msg: fmt.Sprintf("tensor %s has shape %v, want %v", comp.Name, comp.Shape, want)}
+			}
+			if err := checkMatrix(comp.Name, comp.Type, int(want[0])); err != nil {
+				return nil, err
+			}
+			if comp.BytesPerExpert != comp.Type.RowBytes(want[0])*want[1] {
+				return nil, &ModelError{File: c.Name, Msg: fmt.Sprintf("tensor %s has %d bytes per expert, want %d", comp.Name, comp.BytesPerExpert, comp.Type.RowBytes(want[0])*want[1])}
+			}
+			*idx, *typ = ci, comp.Type
+		}
+		if pl.up < 0 || pl.down < 0 || (pl.gate < 0 && h.Arch != "llama") {
+			return nil, &ModelError{File: c.Name, Msg: fmt.Sprintf("layer %d lacks an up, down or gate expert tensor", il)}
+		}
+	}
+	return layers, nil
+}
+
+func openPackExperts(p *container.OpenPack, h *Hparams, o CacheOptions) (*packExperts, error) {
+	layers, err := packComponents(p, h)
+	if err != nil {
+		return nil, err
+	}
+	stride := p.MaxStride()
+	slots := o.Slots
+	if o.Auto && slots == 0 && o.Bytes == 0 {
+		mem, err := AvailableMemory()
+		if err != nil {
+			return nil, err
+		}
+		var all int64
+		for _, c := range p.Manifest.Containers {
+			all += int64(c.Experts) * stride
+		}
+		o.Bytes = AutoCacheBytes(mem, p.Manifest.Resident.Size, all)
+	}
+	if slots == 0 && o.Bytes > 0 {
+		slots = int(min(o.Bytes/stride, int64(h.Layers)*int64(h.Experts)))
+	}
+	if slots < 0 {
+		return nil, fmt.Errorf("runtime: a cache of %d slots", slots)
+	}
+	ps := &packExperts{pack: p, layers: layers}
+	if ps.cache, err = newExpertCache(slots, stride, o.Policy); err != nil {
+		return nil, err
+	}
+	staging := int(max(int64(h.ExpertsUsed), min(stagingBytes/stride, int64(h.Experts))))
+	if ps.staging, err = ioengine.NewPool(int(stride), staging); err != nil {
+		ps.Close()
+		return nil, err
+	}
+	if ps.eng, err = ioengine.New(ioengine.Options{Backend: o.Backend, QueueDepth: o.QueueDepth, Direct: !o.Buffered}); err != nil {
+		ps.Close()
+		return nil, err
+	}
+	if ps.rr, err = p.NewRecordReader(ps.eng); err != nil {
+		ps.Close()
+		return nil, err
+	}
+	ps.stats = SourceStats{Source: "pack", CacheSlots: slots, CacheBytes: int64(slots) * stride,
+		Policy: ps.cache.policy.name(), RecordSize: stride}
+	return ps, nil
+}
+
+func (ps *packExperts) Layout(layer int) ExpertLayout { return ps.layers[layer].layout }
+
+func (ps *packExperts) expert(layer int, from trace.Level, comp func(int) []byte) Expert {
+	pl := &ps.layers[layer]
+	w := Expert{Up: comp(pl.up), Down: comp(pl.down), From: from}
+	if pl.gate >= 0 {
+		w.Gate = comp(pl.gate)
+	}
+	return w
+}
+
+func (ps *packExperts) Fetch(ctx context.Context, layer int, experts []int, use func(int, Expert) error) error {
+	hdr := ps.pack.Containers[layer].Header
+	component := func(rec []byte) func(int) []byte {
+		return func(c int) []byte {
+			comp := &hdr.Components[c]
+			return rec[comp.Offset : comp.Offset+comp.BytesPerExpert]
+		}
+	}
+	type hit struct {
+		expert int
+		rec    []byte
+	}
+	var hits []hit
+	var misses []int
+	for _, e := range experts {
+		ps.stats.Fetches++
+		if rec, ok := ps.cache.get(cacheKey(layer, e)); ok {
+			hits = append(hits, hit{e, rec})
+			continue
+		}
+		misses = append(misses, e)
+	}
+	ps.stats.Hits += uint64(len(hits))
+	ps.stats.Misses += uint64(len(misses))
+
+	// The first wave of misses goes out before any hit is computed, so the
+	// reads proceed while the cached experts are multiplied.
+	wave := min(len(misses), ps.staging.Count())
+	batch, reads, err := ps.submit(ctx, layer, misses[:wave])
+	if err != nil {
+		return err
+	}
+	for _, h := range hits {
+		if err := use(h.expert, ps.expert(layer, trace.LevelRAM, component(h.rec))); err != nil {
+			return errors.Join(err, ps.drain(batch, reads))
+		}
+	}
+	for {
+		if err := ps.complete(ctx, layer, batch, reads, component, use); err != nil {
+			return err
+		}
+		misses = misses[wave:]
+		if len(misses) == 0 {
+			return ctx.Err()
+		}
+		wave = min(len(misses), ps.staging.Count())
+		if batch, reads, err = ps.submit(ctx, layer, misses[:wave]); err != nil {
+			return err
+		}
+	}
+}
+
+// submit starts reading the records of experts into staging buffers.
+func (ps *packExperts) submit(ctx context.Context, layer int, experts []int) (*ioengine.Batch, []*container.RecordRead, error) {
+	if len(experts) == 0 {
+		return nil, nil, nil
+	}
+	reads := make([]*container.RecordRead, 0, len(experts))
+	for _, e := range experts {
+		buf, err := ps.staging.Get(ctx)
+		if err != nil {
+			ps.release(reads)
+			return nil, nil, err
+		}
+		reads = append(reads, &container.RecordRead{Layer: layer, Expert: e, Buf: buf})
+	}
+	batch, err := ps.rr.Submit(ctx, reads)
+	if err != nil {
+		ps.release(reads)
+		return nil, nil, err
+	}
+	ps.stats.Reads += uint64(len(reads))
+	return batch, reads, nil
+}
+
+// complete computes each record of a batch as it lands, then caches it.
+func (ps *packExperts) complete(ctx context.Context, layer int, batch *ioengine.Batch, reads []*container.RecordRead,
+	component func([]byte) func(int) []byte, use func(int, Expert) error) error {
+	if batch == nil {
+		return nil
+	}
+	for {
+		wait := time.Now()
+		req, ok := batch.Next()
+		ps.stats.IOWait += time.Since(wait)
+		if !ok {
+			break
+		}
+		rd := req.Tag.(*container.RecordRead)
+		err := rd.Err()
+		if err == nil {
+			err = rd.Verify()
+		}
+		if err != nil {
+			return errors.Join(fmt.Errorf("runtime: layer %d expert %d: %w", layer, rd.Expert, err), ps.drain(batch, reads))
+		}
+		rec := rd.Record()
+		ps.stats.BytesRead += uint64(len(rec))
+		if err := use(rd.Expert, ps.expert(layer, trace.LevelSSD, component(rec))); err != nil {
+			return errors.Join(err, ps.drain(batch, reads))
+		}
+		ps.cache.put(cacheKey(layer, rd.Expert), rec)
+	}
+	ps.release(reads)
+	return nil
+}
+
+// drain waits for every read of a batch still in flight, so no buffer
+// returns to the pool while the kernel may write into it, then releases
+// the buffers.
+func (ps *packExperts) drain(batch *ioengine.Batch, reads []*container.RecordRead) error {
+	if batch != nil {
+		_ = batch.Wait()
+	}
+	ps.release(reads)
+	return nil
+}
+
+func (ps *packExperts) release(reads []*container.RecordRead) {
+	for _, rd := range reads {
+		if rd.Buf != nil {
+			_ = ps.staging.Put(rd.Buf)
+			rd.Buf = nil
+		}
+	}
+}
+
+func (ps *packExperts) Stats() SourceStats {
+	s := ps.stats
+	s.Evictions = ps.cache.evicted
+	return s
+}
+
+func (ps *packExperts) Close() error {
+	var errs []error
+	if ps.rr != nil {
+		errs = append(errs, ps.rr.Close())
+	}
+	if ps.eng != nil {
+		errs = append(errs, ps.eng.Close())
+	}
+	if ps.staging != nil {
+		errs = append(errs, ps.staging.Close())
+	}
+	if ps.cache != nil {
+		errs = append(errs, ps.cache.close())
+	}
+	return errors.Join(errs...)
+}
+
+// loadPackResident reads every expert of a pack into RAM, verifying each
+// component: the pack's resident mode.
+func loadPackResident(p *container.OpenPack, h *Hparams, mem *arena) (*residentExperts, error) {
+	layers, err := packComponents(p, h)
+	if err != nil {
+		return nil, err
+	}
+	r := &residentExperts{layers: make([]residentLayer, h.Layers), stats: SourceStats{Source: "resident"}}
+	D, F, E := h.Embd, h.ExpertFF, h.Experts
+	for il, pl := range layers {
+		c := p.Containers[il]
+		load := func(ci, cols, rows int) (matrix, error) {
+			comp := &c.Header.Components[ci]
+			bpe := int(comp.BytesPerExpert)
+			data, err := mem.alloc(bpe * E)
+			if err != nil {
+				return matrix{}, err
+			}
+			for e := range E {
+				if _, err := c.ReadComponent(e, ci, data[e*bpe:e*bpe:(e+1)*bpe]); err != nil {
+					return matrix{}, fmt.Errorf("runtime: layer %d expert %d: %w", il, e, err)
+				}
+			}
+			m, err := newMatrix(comp.Name, comp.Type, cols, rows*E, data)
+			m.rows = rows
+			return m, err
+		}
+		rl := &r.layers[il]
+		if pl.gate >= 0 {
+			g, err := load(pl.gate, D, F)
+			if err != nil {
+				return nil, err
+			}
+			rl.gate = &g
+		}
+		if rl.up, err = load(pl.up, D, F); err != nil {
+			return nil, err
+		}
+		if rl.down, err = load(pl.down, F, D); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}

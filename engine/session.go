@@ -1,0 +1,431 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/gguftool/gguftool/gguf/quant"
+	"github.com/gguftool/gguftool/trace"
+)
+
+// MaxBatch is the most positions one forward pass processes; longer
+// inputs are evaluated in batches of this size (llama.cpp's default
+// n_ubatch), which bounds the activation memory.
+const MaxBatch = 512
+
+// Session is one sequence being evaluated: its KV cache (F32) and position.
+type Session struct {
+	m      *Model
+	ctxLen int
+	k, v   [][]float32 // per layer: positions × kv dim
+	n      int         // positions evaluated
+
+	// Trace, if set, is called once per position with that position's
+	// routing decisions, ordered by layer and rank, after the forward
+	// pass that made them.
+	Trace  func(pos int, events []RouteEvent) error
+	events []RouteEvent
+
+	stats EvalStats
+	as    actSet
+}
+
+// RouteEvent is one routed expert of one position in one layer: its rank
+// in the router's order, and where it was served from.
+type RouteEvent struct {
+	Pos     int
+	Layer   int
+	Expert  int
+	Rank    int
+	Prefill bool
+	From    trace.Level
+	// Margin is the router's top-k margin in this layer at this position:
+	// the k-th probability minus the (k+1)-th (1 when every expert is
+	// used). A tiny margin means a near-tie that rounding could flip.
+	Margin float32
+}
+
+// EvalStats are a session's compute counters.
+type EvalStats struct {
+	Positions int           `json:"positions"`
+	Forward   time.Duration `json:"forward_ns"`
+}
+
+// NewSession starts a sequence that can hold up to ctxLen positions
+// (the model's context length when 0).
+func (m *Model) NewSession(ctxLen int) (*Session, error) {
+	if ctxLen <= 0 {
+		ctxLen = m.Hparams.Context
+	}
+	if ctxLen > m.Hparams.Context {
+		return nil, fmt.Errorf("runtime: a context of %d positions is longer than the model's %d", ctxLen, m.Hparams.Context)
+	}
+	s := &Session{m: m, ctxLen: ctxLen, k: make([][]float32, m.Hparams.Layers), v: make([][]float32, m.Hparams.Layers)}
+	return s, nil
+}
+
+// Pos is the number of positions evaluated so far.
+func (s *Session) Pos() int { return s.n }
+
+// ContextLen is the most positions the session holds.
+func (s *Session) ContextLen() int { return s.ctxLen }
+
+// Stats returns the session's compute counters.
+func (s *Session) Stats() EvalStats { return s.stats }
+
+// ContextError reports input that does not fit the context.
+type ContextError struct {
+	Have, Add, Max int
+}
+
+func (e *ContextError) Error() string {
+	return fmt.Sprintf("runtime: %d more tokens after %d do not fit the context of %d", e.Add, e.Have, e.Max)
+}
+
+// Eval appends tokens to the sequence and returns the logits after each
+// of them (all true: len(tokens) × vocab values) or after the last only.
+func (s *Session) Eval(ctx context.Context, tokens []int, all bool) ([]float32, error) {
+	h := s.m.Hparams
+	if len(tokens) == 0 {
+		return nil, fmt.Errorf("runtime: nothing to evaluate")
+	}
+	if s.n+len(tokens) > s.ctxLen {
+		return nil, &ContextError{Have: s.n, Add: len(tokens), Max: s.ctxLen}
+	}
+	for i, t := range tokens {
+		if t < 0 || t >= h.Vocab {
+			return nil, fmt.Errorf("runtime: token %d (input position %d) is outside the vocabulary of %d", t, i, h.Vocab)
+		}
+	}
+	start := time.Now()
+	defer func() { s.stats.Forward += time.Since(start) }()
+	var out []float32
+	for lo := 0; lo < len(tokens); lo += MaxBatch {
+		hi := min(lo+MaxBatch, len(tokens))
+		logits, err := s.forward(ctx, tokens[lo:hi], all || hi == len(tokens), all)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, logits...)
+	}
+	return out, nil
+}
+
+// forward runs one batch; it returns logits for every position (all) or
+// the last (last), or none.
+func (s *Session) forward(ctx context.Context, tokens []int, last, all bool) ([]float32, error) {
+	m, h := s.m, s.m.Hparams
+	T, D := len(tokens), h.Embd
+	x := make([]float32, T*D)
+	for t, tok := range tokens {
+		if _, err := quant.Dequantize(x[t*D:t*D], m.tokEmbd.typ, m.tokEmbd.row(tok)); err != nil {
+			return nil, err
+		}
+	}
+	buf := make([]float32, T*D)
+	for il := range m.layers {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		s.attention(il, x, buf, T)
+		if err := s.moe(ctx, il, x, buf, T); err != nil {
+			return nil, err
+		}
+	}
+	if s.Trace != nil {
+		if err := s.flushTrace(T); err != nil {
+			return nil, err
+		}
+	}
+	s.n += T
+	s.stats.Positions += T
+	if !last {
+		return nil, nil
+	}
+	rows := []int{T - 1}
+	if all {
+		rows = rows[:0]
+		for t := range T {
+			rows = append(rows, t)
+		}
+	}
+	hn := make([]float32, len(rows)*D)
+	for i, t := range rows {
+		rmsNorm(hn[i*D:(i+1)*D], x[t*D:(t+1)*D], m.outNorm, h.RMSEps)
+	}
+	s.as.reset(hn, D, len(rows))
+	logits := make([]float32, len(rows)*h.Vocab)
+	m.work.mulMat(&m.output, s.as.get(m.output.vt), logits)
+	return logits, nil
+}
+
+// attention adds one layer's attention block to x (T positions of D).
+func (s *Session) attention(il int, x, hbuf []float32, T int) {
+	m, h := s.m, s.m.Hparams
+	L := &m.layers[il]
+	D, HD := h.Embd, h.HeadDim
+	qDim, kvDim := h.Heads*HD, h.HeadsKV*HD
+	for t := range T {
+		rmsNorm(hbuf[t*D:(t+1)*D], x[t*D:(t+1)*D], L.attnNorm, h.RMSEps)
+	}
+	s.as.reset(hbuf, D, T)
+	q := make([]float32, T*qDim)
+	k := make([]float32, T*kvDim)
+	v := make([]float32, T*kvDim)
+	m.work.mulMat(&L.wq, s.as.get(L.wq.vt), q)
+	m.work.mulMat(&L.wk, s.as.get(L.wk.vt), k)
+	m.work.mulMat(&L.wv, s.as.get(L.wv.vt), v)
+	addBias(q, L.bq)
+	addBias(k, L.bk)
+	addBias(v, L.bv)
+	switch h.qkNorm {
+	case qkNormPerHead:
+		for i := 0; i < len(q); i += HD {
+			rmsNorm(q[i:i+HD], q[i:i+HD], L.qNorm, h.RMSEps)
+		}
+		for i := 0; i < len(k); i += HD {
+			rmsNorm(k[i:i+HD], k[i:i+HD], L.kNorm, h.RMSEps)
+		}
+	case qkNormWhole:
+		for t := range T {
+			rmsNorm(q[t*qDim:(t+1)*qDim], q[t*qDim:(t+1)*qDim], L.qNorm, h.RMSEps)
+			rmsNorm(k[t*kvDim:(t+1)*kvDim], k[t*kvDim:(t+1)*kvDim], L.kNorm, h.RMSEps)
+		}
+	}
+	var cs []float32
+	for t := range T {
+		cs = ropeTable(cs, s.n+t, h.RopeDims, h.RopeBase)
+		for i := t * qDim; i < (t+1)*qDim; i += HD {
+			rope(q[i:i+HD], cs, h.RopeDims, h.ropeNeox)
+		}
+		for i := t * kvDim; i < (t+1)*kvDim; i += HD {
+			rope(k[i:i+HD], cs, h.RopeDims, h.ropeNeox)
+		}
+	}
+	if s.k[il] == nil {
+		s.k[il] = make([]float32, 0, min(s.ctxLen, 64)*kvDim)
+		s.v[il] = make([]float32, 0, min(s.ctxLen, 64)*kvDim)
+	}
+	s.k[il] = append(s.k[il], k...)
+	s.v[il] = append(s.v[il], v...)
+	kc, vc := s.k[il], s.v[il]
+
+	att := make([]float32, T*qDim)
+	scale := float32(1 / math.Sqrt(float64(HD)))
+	group := h.Heads / h.HeadsKV
+	m.work.forEach(T*h.Heads, 1, func(lo, hi int) {
+		scores := make([]float32, s.n+T)
+		for i := lo; i < hi; i++ {
+			t, hd := i/h.Heads, i%h.Heads
+			pos := s.n + t
+			qh := q[t*qDim+hd*HD : t*qDim+(hd+1)*HD]
+			kvh := hd / group
+			sc := scores[:pos+1]
+			for j := range sc {
+				sc[j] = quant.DotFloat32(qh, kc[j*kvDim+kvh*HD:j*kvDim+(kvh+1)*HD]) * scale
+			}
+			softmax(sc)
+			// Each output value sums its products in position order.
+			out := att[t*qDim+hd*HD : t*qDim+(hd+1)*HD]
+			clear(out)
+			for j, p := range sc {
+				vj := vc[j*kvDim+kvh*HD : j*kvDim+(kvh+1)*HD]
+				for d, v := range vj {
+					out[d] += float32(v * p)
+				}
+			}
+		}
+	})
+	s.as.reset(att, qDim, T)
+	o := hbuf[:T*D]
+	m.work.mulMat(&L.wo, s.as.get(L.wo.vt), o)
+	addBias(o, L.bo)
+	for i := range x[:T*D] {
+		x[i] = o[i] + x[i]
+	}
+}
+
+func addBias(y, b []float32) {
+	if b == nil {
+		return
+	}
+	for i := range y {
+		y[i] += b[i%len(b)]
+	}
+}
+
+// routed is one token's choice of experts: ids best first and their mixing
+// weights.
+type routed struct {
+	ids    []int
+	w      []float32
+	margin float32
+}
+
+// moe adds one layer's routed-expert block to x.
+func (s *Session) moe(ctx context.Context, il int, x, hbuf []float32, T int) error {
+	m, h := s.m, s.m.Hparams
+	L := &m.layers[il]
+	D, F, E, K := h.Embd, h.ExpertFF, h.Experts, h.ExpertsUsed
+	for t := range T {
+		rmsNorm(hbuf[t*D:(t+1)*D], x[t*D:(t+1)*D], L.ffnNorm, h.RMSEps)
+	}
+	s.as.reset(hbuf, D, T)
+	logits := make([]float32, T*E)
+	m.work.mulMat(&L.router, s.as.get(L.router.vt), logits)
+
+	routes := make([]routed, T)
+	order := make([]int, E)
+	var experts []int        // distinct experts in router order
+	users := map[int][]int{} // expert → t·K+slot of each use
+	for t := range T {
+		p := logits[t*E : (t+1)*E]
+		softmax(p)
+		for i := range order {
+			order[i] = i
+		}
+		// Descending by probability; equal probabilities by id, which
+		// ggml's argsort leaves unspecified.
+		slices.SortStableFunc(order, func(a, b int) int {
+			switch {
+			case p[a] > p[b]:
+				return -1
+			case p[a] < p[b]:
+				return 1
+			}
+			return 0
+		})
+		r := routed{ids: slices.Clone(order[:K]), w: make([]float32, K), margin: 1}
+		if K < E {
+			r.margin = p[order[K-1]] - p[order[K]]
+		}
+		var sum float32
+		for i, e := range r.ids {
+			r.w[i] = p[e]
+			sum += p[e]
+		}
+		if h.normTopK {
+			sum = max(sum, 6.103515625e-5)
+			for i := range r.w {
+				r.w[i] /= sum
+			}
+		}
+		routes[t] = r
+
+		for slot, e := range r.ids {
+			if users[e] == nil {
+				experts = append(experts, e)
+			}
+			users[e] = append(users[e], t*K+slot)
+		}
+	}
+
+	contrib := make([]float32, T*K*D) // (t, slot) → weighted expert output
+	var in, act, gate, up, down []float32
+	var sub actSet
+	from := map[int]trace.Level{}
+	err := m.experts.Fetch(ctx, il, experts, func(e int, w Expert) error {
+		from[e] = w.From
+		uses := users[e]
+		n := len(uses)
+		in = grow(in, n*D)
+		for i, u := range uses {
+			t := u / K
+			copy(in[i*D:(i+1)*D], hbuf[t*D:(t+1)*D])
+		}
+		sub.reset(in, D, n)
+		upM, err := L.upExp.with(w.Up)
+		if err != nil {
+			return err
+		}
+		up = grow(up, n*F)
+		m.work.mulMat(&upM, sub.get(upM.vt), up)
+		act = grow(act, n*F)
+		if w.Gate != nil {
+			gM, err := L.gateExp.with(w.Gate)
+			if err != nil {
+				return err
+			}
+			gate = grow(gate, n*F)
+			m.work.mulMat(&gM, sub.get(gM.vt), gate)
+			for i := 0; i < n; i++ {
+				swiglu(act[i*F:(i+1)*F], gate[i*F:(i+1)*F], up[i*F:(i+1)*F])
+			}
+		} else {
+			for i := 0; i < n; i++ {
+				siluInto(act[i*F:(i+1)*F], up[i*F:(i+1)*F])
+			}
+		}
+		dM, err := L.downExp.with(w.Down)
+		if err != nil {
+			return err
+		}
+		sub.reset(act, F, n)
+		down = grow(down, n*D)
+		m.work.mulMat(&dM, sub.get(dM.vt), down)
+		for i, u := range uses {
+			t, slot := u/K, u%K
+			wt := routes[t].w[slot]
+			dst := contrib[u*D : (u+1)*D]
+			for d := range dst {
+				dst[d] = down[i*D+d] * wt
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if s.Trace != nil {
+		for t, r := range routes {
+			for rank, e := range r.ids {
+				s.events = append(s.events, RouteEvent{Pos: s.n + t, Layer: il, Expert: e, Rank: rank, Prefill: T > 1, From: from[e], Margin: r.margin})
+			}
+		}
+	}
+	// Sum in the router's order, whatever order the experts arrived in.
+	for t := range T {
+		acc := contrib[t*K*D : t*K*D+D]
+		for slot := 1; slot < K; slot++ {
+			c := contrib[(t*K+slot)*D : (t*K+slot+1)*D]
+			for d := range acc {
+				acc[d] += c[d]
+			}
+		}
+		xt := x[t*D : (t+1)*D]
+		for d := range xt {
+			xt[d] = acc[d] + xt[d]
+		}
+	}
+	return nil
+}
+
+func grow(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
+
+// flushTrace hands the batch's routing decisions to Trace, position by
+// position; within a layer they were recorded in rank order.
+func (s *Session) flushTrace(T int) error {
+	ev := s.events
+	s.events = s.events[:0]
+	slices.SortStableFunc(ev, func(a, b RouteEvent) int { return cmp.Or(a.Pos-b.Pos, a.Layer-b.Layer, a.Rank-b.Rank) })
+	for lo := 0; lo < len(ev); {
+		hi := lo
+		for hi < len(ev) && ev[hi].Pos == ev[lo].Pos {
+			hi++
+		}
+		if err := s.Trace(ev[lo].Pos, ev[lo:hi]); err != nil {
+			return err
+		}
+		lo = hi
+	}
+	return nil
+}

@@ -1,0 +1,266 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gguftool/gguftool/container"
+	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/resident"
+	"github.com/gguftool/gguftool/synth"
+)
+
+// testModel writes a small synthesized model and a pack of it.
+func testModel(t testing.TB, arch string, typ gguf.Type, mutate func(*synth.Config)) (gguf string, pack string) {
+	t.Helper()
+	c := synth.Defaults(arch)
+	c.Type = typ
+	c.Layers = 3
+	c.Experts = 16
+	c.ExpertsUsed = 4
+	c.Seed = 7
+	if mutate != nil {
+		mutate(&c)
+	}
+	kvs, tensors, err := c.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	gguf = filepath.Join(dir, "model.gguf")
+	if err := writeModel(gguf, kvs, tensors); err != nil {
+		t.Fatal(err)
+	}
+	pack = filepath.Join(dir, "model.pack")
+	if _, err := container.Pack(context.Background(), gguf, pack, container.PackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return gguf, pack
+}
+
+func writeModel(path string, kvs []gguf.KV, tensors []gguf.TensorSource) error {
+	return gguf.WriteFile(context.Background(), path, kvs, tensors, gguf.WriteOptions{})
+}
+
+var testPrompt = []int{72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 33, 10}
+
+// transcript evaluates the prompt (logits of every position), then decodes
+// greedily for n steps, and returns every logit it saw.
+func transcript(t testing.TB, m *Model, n int) []float32 {
+	t.Helper()
+	ctx := context.Background()
+	s, err := m.NewSession(len(testPrompt) + n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Eval(ctx, testPrompt, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := out[len(out)-m.Hparams.Vocab:]
+	for range n {
+		l, err := s.Eval(ctx, []int{Argmax(last)}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l...)
+		last = l
+	}
+	return out
+}
+
+func sameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d logits, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: logit %d is %g, resident gives %g", what, i, got[i], want[i])
+		}
+	}
+}
+
+func open(t testing.TB, path string, o Options) *Model {
+	t.Helper()
+	m, err := Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// TestStreamedEqualsResident: the same logits, bit for bit, whether the
+// experts are all in RAM or streamed from the pack, for every cache size
+// and policy and any number of threads.
+func TestStreamedEqualsResident(t *testing.T) {
+	for _, typ := range []gguf.Type{gguf.TypeF32, gguf.TypeQ8_0} {
+		t.Run(typ.String(), func(t *testing.T) {
+			src, pack := testModel(t, "qwen3moe", typ, nil)
+			want := transcript(t, open(t, src, Options{Threads: 1}), 6)
+			sameBits(t, "pack, resident experts", transcript(t, open(t, pack, Options{ResidentExperts: true, Threads: 2}), 6), want)
+			for _, slots := range []int{0, 1, 5, 48} {
+				for _, pol := range Policies {
+					for _, threads := range []int{1, 2, 3} {
+						if slots == 0 && pol != "lru" {
+							continue
+						}
+						name := fmt.Sprintf("slots=%d policy=%s threads=%d", slots, pol, threads)
+						m := open(t, pack, Options{Threads: threads, Cache: CacheOptions{Slots: slots, Policy: pol}})
+						sameBits(t, name, transcript(t, m, 6), want)
+						st := m.Experts().Stats()
+						if st.Hits+st.Misses != st.Fetches || st.Misses == 0 {
+							t.Errorf("%s: %+v", name, st)
+						}
+						if slots == 48 && st.Evictions != 0 {
+							t.Errorf("%s: a cache of every expert evicted %d", name, st.Evictions)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestOneSlotCache: with a one-slot cache every layer evicts, every miss
+// is a whole record read from the pack, and the logits do not change.
+func TestOneSlotCache(t *testing.T) {
+	src, pack := testModel(t, "olmoe", gguf.TypeQ8_0, nil)
+	want := transcript(t, open(t, src, Options{}), 4)
+	m := open(t, pack, Options{Cache: CacheOptions{Slots: 1}})
+	sameBits(t, "one slot", transcript(t, m, 4), want)
+	st := m.Experts().Stats()
+	steps := uint64(1 + 4) // one prefill batch, then four decode steps
+	if st.Evictions < steps*uint64(m.Hparams.Layers) {
+		t.Errorf("%d evictions over %d steps of %d layers", st.Evictions, steps, m.Hparams.Layers)
+	}
+	if st.BytesRead < st.Misses*uint64(st.RecordSize) || st.Reads != st.Misses {
+		t.Errorf("%d bytes in %d reads for %d misses of %d-byte records", st.BytesRead, st.Reads, st.Misses, st.RecordSize)
+	}
+	if st.Hits+st.Misses != st.Fetches {
+		t.Errorf("hits %d + misses %d ≠ fetches %d", st.Hits, st.Misses, st.Fetches)
+	}
+}
+
+// TestArchsStreamed: every architecture streams bit-identically.
+func TestArchsStreamed(t *testing.T) {
+	for _, arch := range Archs {
+		t.Run(arch, func(t *testing.T) {
+			src, pack := testModel(t, arch, gguf.TypeQ8_0, nil)
+			want := transcript(t, open(t, src, Options{}), 3)
+			sameBits(t, arch, transcript(t, open(t, pack, Options{Cache: CacheOptions{Slots: 3, Policy: "lfru"}}), 3), want)
+		})
+	}
+}
+
+// TestCorruptExpert: a flipped byte in one expert's record fails the run
+// with an error naming the layer and expert, instead of computing on it.
+func TestCorruptExpert(t *testing.T) {
+	_, pack := testModel(t, "qwen3moe", gguf.TypeQ8_0, nil)
+	c, err := container.Open(filepath.Join(pack, container.ContainerName(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := c.Header
+	c.Close()
+	// Corrupt every expert of layer 1, so whichever the router picks is bad.
+	f, err := os.OpenFile(filepath.Join(pack, container.ContainerName(1)), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for e := range hdr.Experts {
+		off := hdr.RecordOffset(e) + hdr.Components[0].Offset + 7
+		b := []byte{0}
+		if _, err := f.ReadAt(b, off); err != nil {
+			t.Fatal(err)
+		}
+		b[0] ^= 0x10
+		if _, err := f.WriteAt(b, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	m := open(t, pack, Options{Cache: CacheOptions{Slots: 4}})
+	s, err := m.NewSession(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Eval(context.Background(), testPrompt, false)
+	if err == nil {
+		t.Fatal("a corrupt expert record was computed on")
+	}
+	t.Log(err)
+	if !strings.Contains(err.Error(), "layer 1 expert ") || !errors.Is(err, container.ErrCorrupt) {
+		t.Errorf("error does not name the layer and expert or is not ErrCorrupt: %v", err)
+	}
+	if _, err := Open(pack, Options{ResidentExperts: true}); err == nil || !strings.Contains(err.Error(), "layer 1 expert 0") {
+		t.Errorf("resident load of a corrupt pack: %v", err)
+	}
+}
+
+// TestWeightTypes: every weight type the codecs quantize runs, gives
+// finite logits, and streams bit-identically.
+func TestWeightTypes(t *testing.T) {
+	types := []gguf.Type{gguf.TypeF16, gguf.TypeBF16, gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_0, gguf.TypeQ5_1,
+		gguf.TypeQ2_K, gguf.TypeQ3_K, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeIQ4_NL, gguf.TypeIQ4_XS, gguf.TypeMXFP4}
+	for _, typ := range types {
+		t.Run(typ.String(), func(t *testing.T) {
+			expertsOnly := typ == gguf.TypeMXFP4 // synth writes MXFP4 for routed experts only
+			src, pack := testModel(t, "qwen3moe", typ, func(c *synth.Config) {
+				c.Embd, c.HeadDim, c.Heads, c.HeadsKV, c.ExpertFF, c.Experts, c.ExpertsUsed, c.Layers = 256, 64, 4, 2, 256, 8, 2, 2
+				if expertsOnly {
+					c.Type, c.ExpertType = gguf.TypeQ8_0, typ
+				}
+			})
+			m := open(t, src, Options{})
+			if got := m.Experts().Layout(0).Up; got != typ {
+				t.Fatalf("ffn_up_exps is %s", got)
+			}
+			if got := m.layers[0].wq.typ; got != typ && !expertsOnly {
+				t.Fatalf("attn_q is %s", got)
+			}
+			want := transcript(t, m, 3)
+			for i, v := range want {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					t.Fatalf("logit %d is %g", i, v)
+				}
+			}
+			sameBits(t, typ.String(), transcript(t, open(t, pack, Options{Cache: CacheOptions{Slots: 1}}), 3), want)
+		})
+	}
+}
+
+// TestResidentTierByLabel: a resident tier named by its label is found
+// beside the pack, streams bit-identically, and a tier made for another
+// pack is refused.
+func TestResidentTierByLabel(t *testing.T) {
+	_, pack := testModel(t, "qwen3moe", gguf.TypeQ8_0, func(c *synth.Config) {
+		c.Embd, c.HeadDim, c.Heads, c.HeadsKV, c.ExpertFF = 256, 64, 4, 2, 256
+	})
+	dir := filepath.Dir(pack)
+	if _, err := resident.Build(context.Background(), pack, dir, resident.Options{Tiers: []string{"q4_k_m"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := transcript(t, open(t, pack, Options{ResidentExperts: true, Resident: filepath.Join(dir, "q4_k_m.resident.json")}), 3)
+	m := open(t, pack, Options{Cache: CacheOptions{Slots: 2}, Resident: "q4_k_m"})
+	if m.layers[0].wq.typ == gguf.TypeQ8_0 {
+		t.Fatal("the tier's tensors were not used")
+	}
+	sameBits(t, "label", transcript(t, m, 3), want)
+	if _, err := Open(pack, Options{Resident: "q9"}); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "q9.resident.json") {
+		t.Errorf("unknown label: %v", err)
+	}
+	_, other := testModel(t, "qwen3moe", gguf.TypeQ8_0, func(c *synth.Config) {
+		c.Embd, c.HeadDim, c.Heads, c.HeadsKV, c.ExpertFF, c.Seed = 256, 64, 4, 2, 256, 99
+	})
+	if _, err := Open(other, Options{Resident: filepath.Join(dir, "q4_k_m.resident.json")}); err == nil || !strings.Contains(err.Error(), "pairs with pack") {
+		t.Errorf("a tier of another pack: %v", err)
+	}
+}
