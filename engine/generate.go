@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -57,15 +58,7 @@ func (s *Sampler) Sample(logits []float32) int {
 		s.idx = append(s.idx, i)
 	}
 	// Best first; equal logits by id, so the order is reproducible.
-	slices.SortStableFunc(s.idx, func(a, b int) int {
-		switch {
-		case logits[a] > logits[b]:
-			return -1
-		case logits[a] < logits[b]:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(s.idx, func(a, b int) int { return cmp.Compare(logits[b], logits[a]) })
 	keep := len(s.idx)
 	if s.o.TopK > 0 {
 		keep = min(keep, s.o.TopK)

@@ -30,8 +30,9 @@ type Session struct {
 	Trace  func(pos int, events []RouteEvent) error
 	events []RouteEvent
 
-	stats EvalStats
-	as    actSet
+	stats   EvalStats
+	as      actSet
+	scratch moeScratch
 }
 
 // RouteEvent is one routed expert of one position in one layer: its rank
@@ -65,6 +66,7 @@ func (m *Model) NewSession(ctxLen int) (*Session, error) {
 		return nil, fmt.Errorf("runtime: a context of %d positions is longer than the model's %d", ctxLen, m.Hparams.Context)
 	}
 	s := &Session{m: m, ctxLen: ctxLen, k: make([][]float32, m.Hparams.Layers), v: make([][]float32, m.Hparams.Layers)}
+	s.scratch.use = s.runExpert
 	return s, nil
 }
 
@@ -258,136 +260,203 @@ func addBias(y, b []float32) {
 	}
 }
 
-// routed is one token's choice of experts: ids best first and their mixing
-// weights.
-type routed struct {
-	ids    []int
-	w      []float32
-	margin float32
+// moeScratch is the routed-expert block's working memory. The session
+// keeps it so that every layer of every step reuses the same buffers
+// instead of allocating its own: a decode step runs this block once per
+// layer, and each allocation would be garbage a few microseconds later.
+type moeScratch struct {
+	logits  []float32     // T × E router probabilities
+	order   []int         // E expert ids, sorted per token
+	ids     []int         // T × K chosen experts, best first
+	weights []float32     // T × K mixing weights
+	margins []float32     // T top-k margins
+	experts []int         // the distinct chosen experts, in router order
+	uses    [][]int       // per expert id: t·K+slot of each use
+	from    []trace.Level // per expert id: where it was served from
+	contrib []float32     // T × K × D weighted expert outputs
+
+	in, up, gate, act, down []float32
+	sub                     actSet
+	// The fetched expert's matrices, here rather than on the stack
+	// because the matrix products' workers keep pointers to them.
+	upM, gateM, downM matrix
+
+	// The layer being computed, for runExpert, which the expert source
+	// calls back; use is s.runExpert, bound once so that passing it
+	// allocates nothing.
+	layer *layer
+	hbuf  []float32 // the layer's normalised input, T × D
+	use   func(expert int, w Expert) error
 }
 
 // moe adds one layer's routed-expert block to x.
 func (s *Session) moe(ctx context.Context, il int, x, hbuf []float32, T int) error {
+	h := s.m.Hparams
+	sc := &s.scratch
+	s.route(il, x, hbuf, T)
+	sc.layer, sc.hbuf = &s.m.layers[il], hbuf
+	sc.contrib = grow(sc.contrib, T*h.ExpertsUsed*h.Embd)
+	if err := s.m.experts.Fetch(ctx, il, sc.experts, sc.use); err != nil {
+		return err
+	}
+	if s.Trace != nil {
+		s.recordRoutes(il, T)
+	}
+	s.addExperts(x, T)
+	return nil
+}
+
+// route normalises x into hbuf, runs the router and chooses each token's
+// experts, and lists which tokens use each chosen expert.
+func (s *Session) route(il int, x, hbuf []float32, T int) {
 	m, h := s.m, s.m.Hparams
 	L := &m.layers[il]
-	D, F, E, K := h.Embd, h.ExpertFF, h.Experts, h.ExpertsUsed
+	D, E, K := h.Embd, h.Experts, h.ExpertsUsed
 	for t := range T {
 		rmsNorm(hbuf[t*D:(t+1)*D], x[t*D:(t+1)*D], L.ffnNorm, h.RMSEps)
 	}
 	s.as.reset(hbuf, D, T)
-	logits := make([]float32, T*E)
-	m.work.mulMat(&L.router, s.as.get(L.router.vt), logits)
+	sc := &s.scratch
+	sc.logits = grow(sc.logits, T*E)
+	m.work.mulMat(&L.router, s.as.get(L.router.vt), sc.logits)
 
-	routes := make([]routed, T)
-	order := make([]int, E)
-	var experts []int        // distinct experts in router order
-	users := map[int][]int{} // expert → t·K+slot of each use
+	sc.order = grow(sc.order, E)
+	sc.ids = grow(sc.ids, T*K)
+	sc.weights = grow(sc.weights, T*K)
+	sc.margins = grow(sc.margins, T)
+	if len(sc.uses) != E {
+		sc.uses, sc.from = make([][]int, E), make([]trace.Level, E)
+	}
+	for e := range sc.uses {
+		sc.uses[e] = sc.uses[e][:0]
+	}
+	sc.experts = sc.experts[:0]
 	for t := range T {
-		p := logits[t*E : (t+1)*E]
-		softmax(p)
-		for i := range order {
-			order[i] = i
-		}
-		// Descending by probability; equal probabilities by id, which
-		// ggml's argsort leaves unspecified.
-		slices.SortStableFunc(order, func(a, b int) int {
-			switch {
-			case p[a] > p[b]:
-				return -1
-			case p[a] < p[b]:
-				return 1
+		ids := sc.ids[t*K : (t+1)*K]
+		sc.margins[t] = s.pickExperts(sc.logits[t*E:(t+1)*E], ids, sc.weights[t*K:(t+1)*K])
+		for slot, e := range ids {
+			if len(sc.uses[e]) == 0 {
+				sc.experts = append(sc.experts, e)
 			}
-			return 0
-		})
-		r := routed{ids: slices.Clone(order[:K]), w: make([]float32, K), margin: 1}
-		if K < E {
-			r.margin = p[order[K-1]] - p[order[K]]
-		}
-		var sum float32
-		for i, e := range r.ids {
-			r.w[i] = p[e]
-			sum += p[e]
-		}
-		if h.normTopK {
-			sum = max(sum, 6.103515625e-5)
-			for i := range r.w {
-				r.w[i] /= sum
-			}
-		}
-		routes[t] = r
-
-		for slot, e := range r.ids {
-			if users[e] == nil {
-				experts = append(experts, e)
-			}
-			users[e] = append(users[e], t*K+slot)
+			sc.uses[e] = append(sc.uses[e], t*K+slot)
 		}
 	}
+}
 
-	contrib := make([]float32, T*K*D) // (t, slot) → weighted expert output
-	var in, act, gate, up, down []float32
-	var sub actSet
-	from := map[int]trace.Level{}
-	err := m.experts.Fetch(ctx, il, experts, func(e int, w Expert) error {
-		from[e] = w.From
-		uses := users[e]
-		n := len(uses)
-		in = grow(in, n*D)
-		for i, u := range uses {
-			t := u / K
-			copy(in[i*D:(i+1)*D], hbuf[t*D:(t+1)*D])
+// pickExperts turns one token's router logits p into probabilities in
+// place and writes its len(ids) most probable experts, best first, and
+// their mixing weights. It returns the router's top-k margin.
+func (s *Session) pickExperts(p []float32, ids []int, weights []float32) float32 {
+	E, K := len(p), len(ids)
+	softmax(p)
+	order := s.scratch.order
+	for i := range order {
+		order[i] = i
+	}
+	// Descending by probability; equal probabilities by id, which ggml's
+	// argsort leaves unspecified.
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(p[b], p[a]) })
+	copy(ids, order[:K])
+	margin := float32(1)
+	if K < E {
+		margin = p[order[K-1]] - p[order[K]]
+	}
+	var sum float32
+	for i, e := range ids {
+		weights[i] = p[e]
+		sum += p[e]
+	}
+	if s.m.Hparams.normTopK {
+		sum = max(sum, 6.103515625e-5)
+		for i := range weights {
+			weights[i] /= sum
 		}
-		sub.reset(in, D, n)
-		upM, err := L.upExp.with(w.Up)
-		if err != nil {
-			return err
-		}
-		up = grow(up, n*F)
-		m.work.mulMat(&upM, sub.get(upM.vt), up)
-		act = grow(act, n*F)
-		if w.Gate != nil {
-			gM, err := L.gateExp.with(w.Gate)
-			if err != nil {
-				return err
-			}
-			gate = grow(gate, n*F)
-			m.work.mulMat(&gM, sub.get(gM.vt), gate)
-			for i := 0; i < n; i++ {
-				swiglu(act[i*F:(i+1)*F], gate[i*F:(i+1)*F], up[i*F:(i+1)*F])
-			}
-		} else {
-			for i := 0; i < n; i++ {
-				siluInto(act[i*F:(i+1)*F], up[i*F:(i+1)*F])
-			}
-		}
-		dM, err := L.downExp.with(w.Down)
-		if err != nil {
-			return err
-		}
-		sub.reset(act, F, n)
-		down = grow(down, n*D)
-		m.work.mulMat(&dM, sub.get(dM.vt), down)
-		for i, u := range uses {
-			t, slot := u/K, u%K
-			wt := routes[t].w[slot]
-			dst := contrib[u*D : (u+1)*D]
-			for d := range dst {
-				dst[d] = down[i*D+d] * wt
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	}
+	return margin
+}
+
+// runExpert is called by the expert source with each chosen expert's
+// weights: it computes the expert for every token that chose it and stores
+// each output, scaled by its routing weight, at that use's place in
+// contrib.
+func (s *Session) runExpert(e int, w Expert) error {
+	sc := &s.scratch
+	D, K := s.m.Hparams.Embd, s.m.Hparams.ExpertsUsed
+	sc.from[e] = w.From
+	uses := sc.uses[e]
+	n := len(uses)
+	sc.in = grow(sc.in, n*D)
+	for i, u := range uses {
+		t := u / K
+		copy(sc.in[i*D:(i+1)*D], sc.hbuf[t*D:(t+1)*D])
+	}
+	if err := s.expertFFN(w, n); err != nil {
 		return err
 	}
-	if s.Trace != nil {
-		for t, r := range routes {
-			for rank, e := range r.ids {
-				s.events = append(s.events, RouteEvent{Pos: s.n + t, Layer: il, Expert: e, Rank: rank, Prefill: T > 1, From: from[e], Margin: r.margin})
-			}
+	for i, u := range uses {
+		wt := sc.weights[u]
+		dst := sc.contrib[u*D : (u+1)*D]
+		for d := range dst {
+			dst[d] = sc.down[i*D+d] * wt
 		}
 	}
-	// Sum in the router's order, whatever order the experts arrived in.
+	return nil
+}
+
+// expertFFN runs one expert's feed-forward network over the n rows of
+// scratch.in, leaving the outputs in scratch.down: down(swiglu(gate, up)),
+// or down(silu(up)) for an expert without a gate.
+func (s *Session) expertFFN(w Expert, n int) error {
+	m, sc, L := s.m, &s.scratch, s.scratch.layer
+	D, F := m.Hparams.Embd, m.Hparams.ExpertFF
+	var err error
+	sc.sub.reset(sc.in, D, n)
+	if sc.upM, err = L.upExp.with(w.Up); err != nil {
+		return err
+	}
+	sc.up = grow(sc.up, n*F)
+	m.work.mulMat(&sc.upM, sc.sub.get(sc.upM.vt), sc.up)
+	sc.act = grow(sc.act, n*F)
+	if w.Gate != nil {
+		if sc.gateM, err = L.gateExp.with(w.Gate); err != nil {
+			return err
+		}
+		sc.gate = grow(sc.gate, n*F)
+		m.work.mulMat(&sc.gateM, sc.sub.get(sc.gateM.vt), sc.gate)
+		for i := range n {
+			swiglu(sc.act[i*F:(i+1)*F], sc.gate[i*F:(i+1)*F], sc.up[i*F:(i+1)*F])
+		}
+	} else {
+		for i := range n {
+			siluInto(sc.act[i*F:(i+1)*F], sc.up[i*F:(i+1)*F])
+		}
+	}
+	if sc.downM, err = L.downExp.with(w.Down); err != nil {
+		return err
+	}
+	sc.sub.reset(sc.act, F, n)
+	sc.down = grow(sc.down, n*D)
+	m.work.mulMat(&sc.downM, sc.sub.get(sc.downM.vt), sc.down)
+	return nil
+}
+
+// recordRoutes adds the layer's routing decisions to the trace events,
+// token by token in rank order.
+func (s *Session) recordRoutes(il, T int) {
+	sc := &s.scratch
+	K := s.m.Hparams.ExpertsUsed
+	for t := range T {
+		for rank, e := range sc.ids[t*K : (t+1)*K] {
+			s.events = append(s.events, RouteEvent{Pos: s.n + t, Layer: il, Expert: e, Rank: rank, Prefill: T > 1, From: sc.from[e], Margin: sc.margins[t]})
+		}
+	}
+}
+
+// addExperts adds each token's weighted expert outputs to x, summed in the
+// router's order whatever order the experts arrived in.
+func (s *Session) addExperts(x []float32, T int) {
+	D, K := s.m.Hparams.Embd, s.m.Hparams.ExpertsUsed
+	contrib := s.scratch.contrib
 	for t := range T {
 		acc := contrib[t*K*D : t*K*D+D]
 		for slot := 1; slot < K; slot++ {
@@ -401,12 +470,13 @@ func (s *Session) moe(ctx context.Context, il int, x, hbuf []float32, T int) err
 			xt[d] = acc[d] + xt[d]
 		}
 	}
-	return nil
 }
 
-func grow(b []float32, n int) []float32 {
+// grow returns b with length n, reusing its memory when it is big enough;
+// the contents are not kept.
+func grow[T any](b []T, n int) []T {
 	if cap(b) < n {
-		return make([]float32, n)
+		return make([]T, n)
 	}
 	return b[:n]
 }

@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -494,10 +495,7 @@ func (f *File) checkData() error {
 		}
 	}
 	slices.SortFunc(spans, func(a, b span) int {
-		if a.start != b.start {
-			return int(sign(a.start - b.start))
-		}
-		return a.i - b.i
+		return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.i, b.i))
 	})
 	for k := 1; k < len(spans); k++ {
 		if spans[k].start < spans[k-1].end {
@@ -507,16 +505,6 @@ func (f *File) checkData() error {
 		}
 	}
 	return nil
-}
-
-func sign(x int64) int64 {
-	switch {
-	case x < 0:
-		return -1
-	case x > 0:
-		return 1
-	}
-	return 0
 }
 
 // tensorBytesChecked computes the byte size without overflowing.
@@ -631,124 +619,71 @@ func scalarFromBits(typ ValueType, raw uint64) Value {
 	panic("gguf: scalarFromBits of non-numeric type")
 }
 
+// arrayElement is what error messages call the items of an array value.
+const arrayElement = "array element"
+
 // array decodes n elements; n has been checked against the bytes left.
 func (d *decoder) array(elem ValueType, n int) (Value, error) {
-	const what = "array element"
-	if elem == ValueString {
+	switch elem {
+	case ValueString:
 		out := make([]string, n)
 		for i := range out {
-			s, err := d.str(what)
+			s, err := d.str(arrayElement)
 			if err != nil {
 				return Value{}, err
 			}
 			out[i] = s
 		}
 		return Array(out), nil
-	}
-	size := int(elem.size())
-	var chunk [4096]byte
-	get := func(fill func(b []byte, base int)) error {
-		for base := 0; base < n; {
-			k := min(n-base, len(chunk)/size)
-			if err := d.read(chunk[:k*size], what); err != nil {
-				return err
-			}
-			fill(chunk[:k*size], base)
-			base += k
-		}
-		return nil
-	}
-	le := binary.LittleEndian
-	var v Value
-	var err error
-	switch elem {
 	case ValueUint8:
-		a := make([]uint8, n)
-		err = get(func(b []byte, base int) { copy(a[base:], b) })
-		v = Array(a)
+		return fixedArray[uint8](d, n)
 	case ValueInt8:
-		a := make([]int8, n)
-		err = get(func(b []byte, base int) {
-			for i, x := range b {
-				a[base+i] = int8(x)
-			}
-		})
-		v = Array(a)
+		return fixedArray[int8](d, n)
 	case ValueBool:
-		a := make([]bool, n)
-		err = get(func(b []byte, base int) {
-			for i, x := range b {
-				a[base+i] = x != 0
-			}
-		})
-		v = Array(a)
+		return fixedArray[bool](d, n)
 	case ValueUint16:
-		a := make([]uint16, n)
-		err = get(func(b []byte, base int) {
-			for i := 0; i < len(b); i += 2 {
-				a[base+i/2] = le.Uint16(b[i:])
-			}
-		})
-		v = Array(a)
+		return fixedArray[uint16](d, n)
 	case ValueInt16:
-		a := make([]int16, n)
-		err = get(func(b []byte, base int) {
-			for i := 0; i < len(b); i += 2 {
-				a[base+i/2] = int16(le.Uint16(b[i:]))
-			}
-		})
-		v = Array(a)
+		return fixedArray[int16](d, n)
 	case ValueUint32:
-		a := make([]uint32, n)
-		err = get(func(b []byte, base int) {
-			for i := 0; i < len(b); i += 4 {
-				a[base+i/4] = le.Uint32(b[i:])
-			}
-		})
-		v = Array(a)
+		return fixedArray[uint32](d, n)
 	case ValueInt32:
-		a := make([]int32, n)
-		err = get(func(b []byte, base int) {
-			for i := 0; i < len(b); i += 4 {
-				a[base+i/4] = int32(le.Uint32(b[i:]))
-			}
-		})
-		v = Array(a)
+		return fixedArray[int32](d, n)
 	case ValueFloat32:
-		a := make([]float32, n)
-		err = get(func(b []byte, base int) {
-			for i := 0; i < len(b); i += 4 {
-				a[base+i/4] = math.Float32frombits(le.Uint32(b[i:]))
-			}
-		})
-		v = Array(a)
+		return fixedArray[float32](d, n)
 	case ValueUint64:
-		a := make([]uint64, n)
-		err = get(func(b []byte, base int) {
-			for i := 0; i < len(b); i += 8 {
-				a[base+i/8] = le.Uint64(b[i:])
-			}
-		})
-		v = Array(a)
+		return fixedArray[uint64](d, n)
 	case ValueInt64:
-		a := make([]int64, n)
-		err = get(func(b []byte, base int) {
-			for i := 0; i < len(b); i += 8 {
-				a[base+i/8] = int64(le.Uint64(b[i:]))
-			}
-		})
-		v = Array(a)
+		return fixedArray[int64](d, n)
 	case ValueFloat64:
-		a := make([]float64, n)
-		err = get(func(b []byte, base int) {
-			for i := 0; i < len(b); i += 8 {
-				a[base+i/8] = math.Float64frombits(le.Uint64(b[i:]))
-			}
-		})
-		v = Array(a)
+		return fixedArray[float64](d, n)
 	}
-	if err != nil {
-		return Value{}, err
+	panic("gguf: array of unchecked element type " + elem.String())
+}
+
+// fixedElem is the array element types of fixed size.
+type fixedElem interface {
+	uint8 | int8 | uint16 | int16 | uint32 | int32 | float32 | bool | uint64 | int64 | float64
+}
+
+// fixedArray decodes n little-endian elements of type T, a few kilobytes
+// at a time (bool as nonzero, floats from their IEEE bits, as
+// encoding/binary decodes them).
+func fixedArray[T fixedElem](d *decoder, n int) (Value, error) {
+	var zero T
+	size := binary.Size(zero)
+	a := make([]T, n)
+	var chunk [4096]byte
+	for base := 0; base < n; {
+		k := min(n-base, len(chunk)/size)
+		b := chunk[:k*size]
+		if err := d.read(b, arrayElement); err != nil {
+			return Value{}, err
+		}
+		if _, err := binary.Decode(b, binary.LittleEndian, a[base:base+k]); err != nil {
+			return Value{}, fmt.Errorf("gguf: %s: decoding %s%s: %w", d.name, arrayElement, d.where(), err)
+		}
+		base += k
 	}
-	return v, nil
+	return Array(a), nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -310,7 +311,62 @@ func TestValueAccessors(t *testing.T) {
 	if _, ok := Array([]string{"a"}).Ints(); ok {
 		t.Error("string array read as ints")
 	}
+	if _, ok := Uint32(3).Ints(); ok {
+		t.Error("scalar read as ints")
+	}
+	for _, c := range []struct {
+		v    Value
+		want []int64
+	}{
+		{Array([]uint8{0, 255}), []int64{0, 255}},
+		{Array([]int8{-128, 127}), []int64{-128, 127}},
+		{Array([]uint16{65535}), []int64{65535}},
+		{Array([]int16{-32768}), []int64{-32768}},
+		{Array([]uint32{math.MaxUint32}), []int64{math.MaxUint32}},
+		{Array([]int32{math.MinInt32}), []int64{math.MinInt32}},
+		{Array([]uint64{math.MaxInt64}), []int64{math.MaxInt64}},
+		{Array([]int64{math.MinInt64, -1}), []int64{math.MinInt64, -1}},
+		{Array([]int32{}), []int64{}},
+	} {
+		if got, ok := c.v.Ints(); !ok || !slices.Equal(got, c.want) {
+			t.Errorf("%s array Ints = %v, %v; want %v", c.v.ElemType(), got, ok, c.want)
+		}
+	}
+	if _, ok := Array([]uint64{1, math.MaxInt64 + 1}).Ints(); ok {
+		t.Error("u64 above MaxInt64 read as int64")
+	}
 	if Array([]string{"a", "b"}).Len() != 2 || String("x").Len() != 1 {
 		t.Error("Len")
+	}
+}
+
+// TestArraysSpanChunks: arrays longer than the decoder's 4 KiB chunk read
+// back whole, for every fixed-size element type.
+func TestArraysSpanChunks(t *testing.T) {
+	const n = 5000 // more than one chunk even for one-byte elements
+	u8, i8, b := make([]uint8, n), make([]int8, n), make([]bool, n)
+	u16, i16 := make([]uint16, n), make([]int16, n)
+	u32, i32, f32 := make([]uint32, n), make([]int32, n), make([]float32, n)
+	u64, i64, f64 := make([]uint64, n), make([]int64, n), make([]float64, n)
+	for i := range n {
+		u8[i], i8[i], b[i] = uint8(i*7), int8(-i), i%3 == 0
+		u16[i], i16[i] = uint16(i*131), int16(-i*3)
+		u32[i], i32[i], f32[i] = uint32(i)*2654435761, int32(-i*99991), float32(i)/7
+		u64[i], i64[i], f64[i] = uint64(i)<<40|1, -int64(i)<<33, -float64(i)/3
+	}
+	kvs := []KV{
+		{"u8", Array(u8)}, {"i8", Array(i8)}, {"bool", Array(b)}, {"u16", Array(u16)}, {"i16", Array(i16)},
+		{"u32", Array(u32)}, {"i32", Array(i32)}, {"f32", Array(f32)},
+		{"u64", Array(u64)}, {"i64", Array(i64)}, {"f64", Array(f64)},
+	}
+	data := encode(t, kvs, nil)
+	f, err := NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, kv := range kvs {
+		if diff := cmp.Diff(kv.Value.Interface(), f.KVs[i].Value.Interface()); diff != "" {
+			t.Errorf("array %s differs (-want +got):\n%s", kv.Key, diff)
+		}
 	}
 }

@@ -231,47 +231,36 @@ func (v Value) Strings() ([]string, bool) {
 
 // Ints returns an integer array of any integer element type as int64s.
 func (v Value) Ints() ([]int64, bool) {
-	if v.typ != ValueArray {
-		return nil, false
-	}
-	n := v.Len()
-	out := make([]int64, 0, n)
 	switch a := v.v.(type) {
 	case []uint8:
-		for _, x := range a {
-			out = append(out, int64(x))
-		}
+		return widen(a)
 	case []int8:
-		for _, x := range a {
-			out = append(out, int64(x))
-		}
+		return widen(a)
 	case []uint16:
-		for _, x := range a {
-			out = append(out, int64(x))
-		}
+		return widen(a)
 	case []int16:
-		for _, x := range a {
-			out = append(out, int64(x))
-		}
+		return widen(a)
 	case []uint32:
-		for _, x := range a {
-			out = append(out, int64(x))
-		}
+		return widen(a)
 	case []int32:
-		for _, x := range a {
-			out = append(out, int64(x))
-		}
-	case []int64:
-		out = append(out, a...)
+		return widen(a)
 	case []uint64:
-		for _, x := range a {
-			if x > math.MaxInt64 {
-				return nil, false
-			}
-			out = append(out, int64(x))
+		return widen(a)
+	case []int64:
+		return widen(a)
+	}
+	return nil, false
+}
+
+// widen converts integers to int64s; it fails on a uint64 above
+// math.MaxInt64, the only element that can wrap negative.
+func widen[T uint8 | int8 | uint16 | int16 | uint32 | int32 | uint64 | int64](a []T) ([]int64, bool) {
+	out := make([]int64, len(a))
+	for i, x := range a {
+		if x > 0 && int64(x) < 0 {
+			return nil, false
 		}
-	default:
-		return nil, false
+		out[i] = int64(x)
 	}
 	return out, true
 }

@@ -8,17 +8,17 @@
 package quantize
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/gguf/quant"
+	"github.com/gguftool/gguftool/internal/parallel"
 )
 
 // Override is one --tensor-type rule: tensors whose name the pattern
@@ -125,10 +125,7 @@ func outputOrder(s *gguf.Set, keepSplit bool) []*gguf.SetTensor {
 	}
 	if keepSplit {
 		slices.SortStableFunc(ts, func(a, b *gguf.SetTensor) int {
-			if a.Shard != b.Shard {
-				return a.Shard - b.Shard
-			}
-			return int(sign(a.FileOffset - b.FileOffset))
+			return cmp.Or(cmp.Compare(a.Shard, b.Shard), cmp.Compare(a.FileOffset, b.FileOffset))
 		})
 		return ts
 	}
@@ -140,16 +137,6 @@ func outputOrder(s *gguf.Set, keepSplit bool) []*gguf.SetTensor {
 		return strings.Compare(a.Name, b.Name)
 	})
 	return ts
-}
-
-func sign(x int64) int64 {
-	switch {
-	case x < 0:
-		return -1
-	case x > 0:
-		return 1
-	}
-	return 0
 }
 
 // trimShape drops trailing 1s, as ggml_n_dims does when llama.cpp writes
@@ -405,50 +392,43 @@ func (c *converter) fill() error {
 	}
 	dstRow := c.tg.Type.RowBytes(c.nPerRow)
 	c.out = slices.Grow(c.out[:0], int(rows*dstRow))[:rows*dstRow]
-	workers := int64(min(runtime.GOMAXPROCS(0), 16))
-	per := (rows + workers - 1) / workers
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		lo, hi := w*per, min((w+1)*per, rows)
-		if lo >= hi {
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var f []float32
-			for r := lo; r < hi; r++ {
-				var err error
-				f, err = quant.Dequantize(f[:0], c.tg.Source.Type, c.in[r*c.rowBytes:(r+1)*c.rowBytes])
-				if err != nil {
-					errs[w] = err
-					return
-				}
-				var im []float32
-				if c.tg.Imatrix != nil {
-					e := (c.next + r) / c.perExp
-					im = c.tg.Imatrix[e*c.nPerRow : (e+1)*c.nPerRow]
-				}
-				dst := c.out[r*dstRow : r*dstRow : (r+1)*dstRow]
-				if _, err := quant.QuantizeRows(dst, c.tg.Type, f, int(c.nPerRow), im); err != nil {
-					errs[w] = err
-					return
-				}
-				if err := quant.Validate(c.tg.Type, c.out[r*dstRow:(r+1)*dstRow]); err != nil {
-					errs[w] = fmt.Errorf("tensor %s row %d: quantized data fails validation: %w", c.tg.Name, c.next+r, err)
-					return
-				}
+	err := parallel.Rows(int(rows), func(lo, hi int) error {
+		var f []float32
+		for r := int64(lo); r < int64(hi); r++ {
+			var err error
+			if f, err = c.convertRow(f, r, dstRow); err != nil {
+				return err
 			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	c.next += rows
 	c.pos = 0
 	return nil
+}
+
+// convertRow re-quantizes row r of the slab in c.in into c.out, whose rows
+// are dstRow bytes; f is scratch for the dequantized values, returned for
+// reuse.
+func (c *converter) convertRow(f []float32, r, dstRow int64) ([]float32, error) {
+	f, err := quant.Dequantize(f[:0], c.tg.Source.Type, c.in[r*c.rowBytes:(r+1)*c.rowBytes])
+	if err != nil {
+		return f, err
+	}
+	var im []float32
+	if c.tg.Imatrix != nil {
+		e := (c.next + r) / c.perExp
+		im = c.tg.Imatrix[e*c.nPerRow : (e+1)*c.nPerRow]
+	}
+	dst := c.out[r*dstRow : r*dstRow : (r+1)*dstRow]
+	if _, err := quant.QuantizeRows(dst, c.tg.Type, f, int(c.nPerRow), im); err != nil {
+		return f, err
+	}
+	if err := quant.Validate(c.tg.Type, c.out[r*dstRow:(r+1)*dstRow]); err != nil {
+		return f, fmt.Errorf("tensor %s row %d: quantized data fails validation: %w", c.tg.Name, c.next+r, err)
+	}
+	return f, nil
 }

@@ -1,6 +1,7 @@
 package resident
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -156,10 +157,7 @@ func residentTensors(s *gguf.Set) []*gguf.SetTensor {
 		}
 	}
 	slices.SortStableFunc(out, func(a, b *gguf.SetTensor) int {
-		if a.Shard != b.Shard {
-			return a.Shard - b.Shard
-		}
-		return cmp64(a.FileOffset, b.FileOffset)
+		return cmp.Or(cmp.Compare(a.Shard, b.Shard), cmp.Compare(a.FileOffset, b.FileOffset))
 	})
 	return out
 }

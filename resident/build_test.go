@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -208,7 +209,7 @@ func uniform(rs []*gguf.SetTensor, cands map[string][]gguf.Type, errs map[string
 	var e float64
 	for _, tn := range rs {
 		typ := tn.Type
-		if cs, ok := cands[tn.Name]; ok && contains(cs, u) {
+		if cs, ok := cands[tn.Name]; ok && slices.Contains(cs, u) {
 			typ = u
 		}
 		b += tn.Elements() / tn.Dim(0) * typ.RowBytes(tn.Dim(0))
@@ -216,15 +217,6 @@ func uniform(rs []*gguf.SetTensor, cands map[string][]gguf.Type, errs map[string
 		e += float64(tn.Elements()) * rel * rel
 	}
 	return b, e
-}
-
-func contains(ts []gguf.Type, t gguf.Type) bool {
-	for _, x := range ts {
-		if x == t {
-			return true
-		}
-	}
-	return false
 }
 
 func TestManifestRefusesMissingOrAlteredFiles(t *testing.T) {

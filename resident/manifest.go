@@ -2,6 +2,7 @@ package resident
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -282,6 +283,6 @@ func WriteCatalogPreview(dir string) (*Catalog, error) {
 		}
 		c.Tiers = append(c.Tiers, CatalogEntry{TierLabel: m.TierLabel, ResidentBytes: m.ResidentBytes, Manifest: filepath.Base(p)})
 	}
-	slices.SortStableFunc(c.Tiers, func(a, b CatalogEntry) int { return cmp64(a.ResidentBytes, b.ResidentBytes) })
+	slices.SortStableFunc(c.Tiers, func(a, b CatalogEntry) int { return cmp.Compare(a.ResidentBytes, b.ResidentBytes) })
 	return c, nil
 }

@@ -17,13 +17,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/gguf/quant"
+	"github.com/gguftool/gguftool/internal/parallel"
 )
 
 // Architectures synth can write.
@@ -495,33 +494,20 @@ func (r *tensorReader) fill() error {
 		r.buf = make([]byte, size)
 	}
 	r.buf = r.buf[:size]
-	workers := int64(min(runtime.GOMAXPROCS(0), 8))
-	per := (count + workers - 1) / workers
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		lo, hi := w*per, min((w+1)*per, count)
-		if lo >= hi {
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			row := make([]float32, r.spec.shape[0])
-			for i := lo; i < hi; i++ {
-				r.genRow(r.next+i, row)
-				out := r.buf[int(i)*r.rowSize : int(i)*r.rowSize : int(i+1)*r.rowSize]
-				if _, err := quant.Quantize(out, r.spec.typ, row); err != nil {
-					errs[w] = fmt.Errorf("synth: tensor %s: %w", r.spec.name, err)
-					return
-				}
+	err := parallel.Rows(int(count), func(lo, hi int) error {
+		row := make([]float32, r.spec.shape[0])
+		for i := lo; i < hi; i++ {
+			r.genRow(r.next+int64(i), row)
+			out := r.buf[i*r.rowSize : i*r.rowSize : (i+1)*r.rowSize]
+			if _, err := quant.Quantize(out, r.spec.typ, row); err != nil {
+				return fmt.Errorf("synth: tensor %s: %w", r.spec.name, err)
 			}
-		}()
-	}
-	wg.Wait()
+		}
+		return nil
+	})
 	r.next += count
 	r.pos = 0
-	return errors.Join(errs...)
+	return err
 }
 
 func (r *tensorReader) genRow(idx int64, row []float32) {

@@ -2,8 +2,9 @@ package synth
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/gguftool/gguftool/gguf"
@@ -133,65 +134,27 @@ func buildVocab(n int) (*vocabulary, error) {
 		have[s] = true
 	}
 
-	// Words as symbol sequences, with counts.
 	counts := map[string]int{}
 	for _, w := range pretokenize.FindAllString(corpus, -1) {
 		counts[w]++
 	}
-	type word struct {
-		syms  []string
-		count int
-	}
-	keys := make([]string, 0, len(counts))
-	for w := range counts {
-		keys = append(keys, w)
-	}
-	sort.Strings(keys)
-	words := make([]word, 0, len(keys))
-	for _, w := range keys {
-		var syms []string
-		for _, b := range []byte(w) {
-			syms = append(syms, string(b2u[b]))
+	words := splitWords(counts, func(w string) []string {
+		syms := make([]string, len(w))
+		for i := range len(w) {
+			syms[i] = string(b2u[w[i]])
 		}
-		words = append(words, word{syms, counts[w]})
-	}
-
+		return syms
+	})
 	for len(v.merges) < n-256-specials {
-		pairs := map[[2]string]int{}
-		for _, w := range words {
-			for i := 0; i+1 < len(w.syms); i++ {
-				pairs[[2]string{w.syms[i], w.syms[i+1]}] += w.count
-			}
-		}
-		var best [2]string
-		bestCount := 0
-		for p, c := range pairs {
-			if c > bestCount || (c == bestCount && p[0]+" "+p[1] < best[0]+" "+best[1]) {
-				best, bestCount = p, c
-			}
-		}
-		if bestCount == 0 {
+		a, b, ok := mergeBest(words)
+		if !ok {
 			break // every word is one token
 		}
-		merged := best[0] + best[1]
-		v.merges = append(v.merges, best[0]+" "+best[1])
-		if !have[merged] {
+		v.merges = append(v.merges, a+" "+b)
+		if merged := a + b; !have[merged] {
 			have[merged] = true
 			v.tokens = append(v.tokens, merged)
 			v.types = append(v.types, tokenNormal)
-		}
-		for wi := range words {
-			s := words[wi].syms
-			out := s[:0]
-			for i := 0; i < len(s); i++ {
-				if i+1 < len(s) && s[i] == best[0] && s[i+1] == best[1] {
-					out = append(out, merged)
-					i++
-				} else {
-					out = append(out, s[i])
-				}
-			}
-			words[wi].syms = out
 		}
 	}
 
@@ -205,6 +168,62 @@ func buildVocab(n int) (*vocabulary, error) {
 		v.types = append(v.types, tokenControl)
 	}
 	return v, nil
+}
+
+// word is one distinct word of the corpus as a sequence of symbols, and
+// how often it occurs.
+type word struct {
+	syms  []string
+	count int
+}
+
+// splitWords splits each counted word into symbols, in the words' sorted
+// order.
+func splitWords(counts map[string]int, symbols func(w string) []string) []word {
+	words := make([]word, 0, len(counts))
+	for _, w := range slices.Sorted(maps.Keys(counts)) {
+		words = append(words, word{symbols(w), counts[w]})
+	}
+	return words
+}
+
+// mergeBest is one round of byte-pair encoding, the same for the BPE
+// merges and the SentencePiece pieces: it finds the adjacent pair of
+// symbols that occurs most often over all words (ties to the pair whose
+// "a b" sorts first), merges it in every word and returns it. ok is false
+// when every word is a single symbol.
+func mergeBest(words []word) (a, b string, ok bool) {
+	pairs := map[[2]string]int{}
+	for _, w := range words {
+		for i := 0; i+1 < len(w.syms); i++ {
+			pairs[[2]string{w.syms[i], w.syms[i+1]}] += w.count
+		}
+	}
+	var best [2]string
+	bestCount := 0
+	for p, c := range pairs {
+		if c > bestCount || (c == bestCount && p[0]+" "+p[1] < best[0]+" "+best[1]) {
+			best, bestCount = p, c
+		}
+	}
+	if bestCount == 0 {
+		return "", "", false
+	}
+	merged := best[0] + best[1]
+	for wi := range words {
+		s := words[wi].syms
+		out := s[:0]
+		for i := 0; i < len(s); i++ {
+			if i+1 < len(s) && s[i] == best[0] && s[i+1] == best[1] {
+				out = append(out, merged)
+				i++
+			} else {
+				out = append(out, s[i])
+			}
+		}
+		words[wi].syms = out
+	}
+	return best[0], best[1], true
 }
 
 // SentencePiece special tokens, at llama.cpp's default ids 0, 1, 2.
@@ -254,71 +273,29 @@ func buildSPMVocab(n int) (*vocabulary, error) {
 	if n < fixed {
 		return nil, fmt.Errorf("synth: SentencePiece vocabulary of %d tokens is too small (need at least %d)", n, fixed)
 	}
-	type word struct {
-		syms  []string
-		count int
-	}
-	keys := make([]string, 0, len(counts))
-	for w := range counts {
-		keys = append(keys, w)
-	}
-	sort.Strings(keys)
-	words := make([]word, 0, len(keys))
-	for _, w := range keys {
+	words := splitWords(counts, func(w string) []string {
 		var syms []string
 		for _, r := range w {
 			syms = append(syms, string(r))
 		}
-		words = append(words, word{syms, counts[w]})
-	}
-
+		return syms
+	})
 	have := map[string]bool{}
 	var pieces []string
 	for len(pieces) < n-fixed {
-		pairs := map[[2]string]int{}
-		for _, w := range words {
-			for i := 0; i+1 < len(w.syms); i++ {
-				pairs[[2]string{w.syms[i], w.syms[i+1]}] += w.count
-			}
-		}
-		var best [2]string
-		bestCount := 0
-		for p, c := range pairs {
-			if c > bestCount || (c == bestCount && p[0]+" "+p[1] < best[0]+" "+best[1]) {
-				best, bestCount = p, c
-			}
-		}
-		if bestCount == 0 {
+		a, b, ok := mergeBest(words)
+		if !ok {
 			break // every word is one piece
 		}
-		merged := best[0] + best[1]
-		if !have[merged] {
+		if merged := a + b; !have[merged] {
 			have[merged] = true
 			pieces = append(pieces, merged)
-		}
-		for wi := range words {
-			s := words[wi].syms
-			out := s[:0]
-			for i := 0; i < len(s); i++ {
-				if i+1 < len(s) && s[i] == best[0] && s[i+1] == best[1] {
-					out = append(out, merged)
-					i++
-				} else {
-					out = append(out, s[i])
-				}
-			}
-			words[wi].syms = out
 		}
 	}
 	for i, p := range pieces {
 		add(p, tokenNormal, -float32(i))
 	}
-	single := make([]string, 0, len(chars))
-	for c := range chars {
-		single = append(single, c)
-	}
-	sort.Strings(single)
-	for i, c := range single {
+	for i, c := range slices.Sorted(maps.Keys(chars)) {
 		add(c, tokenNormal, -float32(len(pieces)+i))
 	}
 	add(tokImStart, tokenControl, 0)
