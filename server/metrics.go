@@ -25,10 +25,14 @@ type metrics struct {
 	decodeTPS  float64
 	rejected   map[string]uint64
 	inFlight   int
-	queued     int
+	queued     int // requests sent to the queue and not yet taken by the worker
 	queueCap   int
 	experts    engine.SourceStats
 	cacheSlots int
+	// rejectedWithRoom and lastRejectionDepth record the depth at each
+	// queue_full rejection (see Server.QueueStats).
+	rejectedWithRoom   uint64
+	lastRejectionDepth int
 }
 
 var latencyBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
@@ -40,7 +44,8 @@ type histogram struct {
 }
 
 func newMetrics(queueCap int) *metrics {
-	return &metrics{requests: map[[2]string]uint64{}, durations: map[string]*histogram{}, rejected: map[string]uint64{}, queueCap: queueCap}
+	return &metrics{requests: map[[2]string]uint64{}, durations: map[string]*histogram{}, rejected: map[string]uint64{}, queueCap: queueCap,
+		lastRejectionDepth: -1}
 }
 
 func (m *metrics) observe(endpoint string, code int, d time.Duration) {
@@ -78,6 +83,15 @@ func (m *metrics) reject(reason string) {
 	m.mu.Lock()
 	m.rejected[reason]++
 	m.mu.Unlock()
+}
+
+// rejectQueueFull counts a 429 at the current depth. The caller holds mu.
+func (m *metrics) rejectQueueFull() {
+	m.rejected["queue_full"]++
+	m.lastRejectionDepth = m.queued
+	if m.queued < m.queueCap {
+		m.rejectedWithRoom++
+	}
 }
 
 func (m *metrics) add(inFlight, queued int) {
@@ -123,6 +137,8 @@ func (m *metrics) write(w io.Writer) {
 	metric("gguftool_rejected_requests_total", "counter", "Requests turned away before running, by reason.")
 	fmt.Fprintf(&b, "gguftool_rejected_requests_total{reason=\"queue_full\"} %d\n", m.rejected["queue_full"])
 	fmt.Fprintf(&b, "gguftool_rejected_requests_total{reason=\"timeout_in_queue\"} %d\n", m.rejected["timeout_in_queue"])
+	metric("gguftool_queue_full_with_room_total", "counter", "Requests turned away as queue_full while fewer than the queue capacity waited (0 unless the bound is broken).")
+	fmt.Fprintf(&b, "gguftool_queue_full_with_room_total %d\n", m.rejectedWithRoom)
 	gauge := func(name, help string, v float64) {
 		metric(name, "gauge", help)
 		fmt.Fprintf(&b, "%s %g\n", name, v)

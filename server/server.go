@@ -99,12 +99,26 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Rejections is how many requests were turned away because the queue was
-// full.
-func (s *Server) Rejections() uint64 {
+// QueueStats is what the queue bound did so far.
+type QueueStats struct {
+	Capacity int // requests that may wait (Config.QueueSize)
+	Depth    int // requests waiting now
+	// Rejected counts the 429s (queue_full). RejectedWithRoom counts those
+	// of them issued while fewer than Capacity requests waited: a queue
+	// that refuses below its bound, which a correct server never does.
+	Rejected, RejectedWithRoom uint64
+	// LastRejectionDepth is how many requests waited when the last 429
+	// was issued; -1 before any.
+	LastRejectionDepth int
+}
+
+// QueueStats returns the queue's counters.
+func (s *Server) QueueStats() QueueStats {
 	s.metrics.mu.Lock()
 	defer s.metrics.mu.Unlock()
-	return s.metrics.rejected["queue_full"]
+	m := s.metrics
+	return QueueStats{Capacity: m.queueCap, Depth: m.queued, Rejected: m.rejected["queue_full"],
+		RejectedWithRoom: m.rejectedWithRoom, LastRejectionDepth: m.lastRejectionDepth}
 }
 
 // ChatTemplate names the template chat requests are rendered with.
@@ -124,16 +138,24 @@ func (s *Server) Close() {
 }
 
 // enqueue adds a job unless the queue is full or the server is closing.
+// The send and the count of waiting requests change under the metrics
+// lock, which the worker also takes to count a job off the queue, so the
+// depth a refusal records is the one the refusal saw: at least the bound,
+// unless the queue refuses below it.
 func (s *Server) enqueue(j *job) (ok, closed bool) {
 	s.closing.RLock()
 	defer s.closing.RUnlock()
 	if s.closed {
 		return false, true
 	}
+	s.metrics.mu.Lock()
+	defer s.metrics.mu.Unlock()
 	select {
 	case s.jobs <- j:
+		s.metrics.queued++
 		return true, false
 	default:
+		s.metrics.rejectQueueFull()
 		return false, false
 	}
 }
@@ -462,10 +484,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, rl *reqLog, pr
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
 	j := &job{ctx: ctx, prompt: prompt, p: p, events: make(chan event, 64), queued: time.Now()}
-	s.metrics.add(1, 1) // before the worker can take it off the queue
+	s.metrics.add(1, 0)
 	ok, closed := s.enqueue(j)
 	if !ok {
-		s.metrics.add(-1, -1)
+		s.metrics.add(-1, 0)
 	}
 	switch {
 	case closed:
@@ -474,7 +496,6 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, rl *reqLog, pr
 	case ok:
 		defer s.metrics.add(-1, 0)
 	default:
-		s.metrics.reject("queue_full")
 		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfter()))
 		writeError(w, rl, &APIError{Status: 429, Type: "rate_limit_exceeded", Code: "queue_full",
 			Message: fmt.Sprintf("%d requests are already waiting; retry later", s.cfg.QueueSize)})

@@ -317,7 +317,8 @@ func TestModelsHealthMetrics(t *testing.T) {
 		}
 		if path == "/metrics" {
 			for _, name := range []string{"gguftool_request_duration_seconds_bucket", "gguftool_completion_tokens_total", "gguftool_decode_tokens_per_second",
-				"gguftool_expert_served_total", "gguftool_expert_bytes_read_total", "gguftool_expert_io_wait_seconds_total", "gguftool_queue_depth"} {
+				"gguftool_expert_served_total", "gguftool_expert_bytes_read_total", "gguftool_expert_io_wait_seconds_total", "gguftool_queue_depth",
+				"gguftool_queue_full_with_room_total"} {
 				if !strings.Contains(string(b), name) {
 					t.Errorf("metrics lack %s", name)
 				}
@@ -393,6 +394,9 @@ func TestQueueFullCancelAndShutdown(t *testing.T) {
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "queue_full") {
 		t.Errorf("over the bound: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
+	if q := s.QueueStats(); q.Rejected != 1 || q.LastRejectionDepth != cfg.QueueSize || q.RejectedWithRoom != 0 {
+		t.Errorf("queue stats after the 429: %+v; want one rejection at depth %d, none with room", q, cfg.QueueSize)
+	}
 	// The first client goes away: its 3000-token generation stops and the
 	// waiting request runs.
 	cancel1()
@@ -417,5 +421,40 @@ func TestQueueFullCancelAndShutdown(t *testing.T) {
 	}
 	if code := <-done; code != 200 {
 		t.Errorf("request during shutdown: %d", code)
+	}
+}
+
+// TestQueueRejectionDepth: a 429 records how many requests were waiting.
+// With the queue full that is its bound; a queue that refuses below its
+// bound (here a channel with less room than the configured capacity) is
+// counted as rejecting with room, which bench serve fails on.
+func TestQueueRejectionDepth(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		room, capacity int
+		wantWithRoom   uint64
+	}{
+		{"full at the bound", 3, 3, 0},
+		{"refused below the bound", 1, 3, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// No worker: every job accepted stays queued.
+			s := &Server{jobs: make(chan *job, c.room), metrics: newMetrics(c.capacity)}
+			if q := s.QueueStats(); q.LastRejectionDepth != -1 {
+				t.Fatalf("before any rejection: %+v", q)
+			}
+			for i := range c.room {
+				if ok, closed := s.enqueue(&job{}); !ok || closed {
+					t.Fatalf("job %d refused with %d of %d queued", i, i, c.room)
+				}
+			}
+			if ok, closed := s.enqueue(&job{}); ok || closed {
+				t.Fatalf("a job past the room: ok %v, closed %v", ok, closed)
+			}
+			want := QueueStats{Capacity: c.capacity, Depth: c.room, Rejected: 1, RejectedWithRoom: c.wantWithRoom, LastRejectionDepth: c.room}
+			if q := s.QueueStats(); q != want {
+				t.Errorf("queue stats %+v, want %+v", q, want)
+			}
+		})
 	}
 }

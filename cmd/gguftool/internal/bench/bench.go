@@ -9,8 +9,8 @@ import (
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 )
 
-// NewCmd builds `gguftool bench` and its subcommands.
-func NewCmd(f *cmdutil.Factory) *cobra.Command {
+// NewCmdBench builds `gguftool bench` and its subcommands.
+func NewCmdBench(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench <subcommand>",
 		Short: "Measure gguftool against a reference taken in the same run",
@@ -22,6 +22,7 @@ cp + sync + sha256sum, prefill and decode against llama.cpp on the same
 file, and a load test of the HTTP server.
 ` + cmdutil.ExitCodesHelp,
 	}
-	cmd.AddCommand(newCmdPack(f), newCmdIO(f), newCmdTwins(f), newCmdMigrate(f), newCmdDecode(f), newCmdServe(f))
+	cmd.AddCommand(NewCmdBenchPack(f, nil), NewCmdBenchIO(f, nil), NewCmdBenchTwins(f, nil), NewCmdBenchMigrate(f, nil),
+		NewCmdBenchDecode(f, nil), NewCmdBenchServe(f, nil))
 	return cmd
 }

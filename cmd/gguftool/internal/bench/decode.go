@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"sort"
@@ -20,8 +21,8 @@ import (
 	"github.com/gguftool/gguftool/internal/llamacpp"
 )
 
-// DecodeOptions are the flags of `bench decode`.
-type DecodeOptions struct {
+// BenchDecodeOptions are the parsed flags of `gguftool bench decode`.
+type BenchDecodeOptions struct {
 	IO           *iostreams.IOStreams
 	Model        string
 	PromptTokens int
@@ -33,8 +34,10 @@ type DecodeOptions struct {
 	Flags        runflags.Model
 }
 
-func newCmdDecode(f *cmdutil.Factory) *cobra.Command {
-	o := &DecodeOptions{IO: f.IOStreams}
+// NewCmdBenchDecode builds `gguftool bench decode`; runF replaces
+// benchDecodeRun in tests.
+func NewCmdBenchDecode(f *cmdutil.Factory, runF func(context.Context, *BenchDecodeOptions) error) *cobra.Command {
+	o := &BenchDecodeOptions{IO: f.IOStreams}
 	cmd := &cobra.Command{
 		Use:   "decode MODEL",
 		Short: "Prefill and decode speed of the runtime, against llama.cpp on the same file",
@@ -63,7 +66,13 @@ Examples:
 		Args: cmdutil.ExactArgs(1, "a model (GGUF or pack)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Model = args[0]
-			return runDecode(cmd.Context(), o)
+			if o.PromptTokens < 1 || o.Tokens < 2 || o.Runs < 1 {
+				return cmdutil.FlagErrorf("bench decode: --prompt-tokens ≥ 1, -n ≥ 2 and --runs ≥ 1")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return benchDecodeRun(cmd.Context(), o)
 		},
 	}
 	fl := cmd.Flags()
@@ -127,10 +136,7 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func runDecode(ctx context.Context, o *DecodeOptions) error {
-	if o.PromptTokens < 1 || o.Tokens < 2 || o.Runs < 1 {
-		return cmdutil.FlagErrorf("bench decode: --prompt-tokens ≥ 1, -n ≥ 2 and --runs ≥ 1")
-	}
+func benchDecodeRun(ctx context.Context, o *BenchDecodeOptions) error {
 	ro, err := o.Flags.Options()
 	if err != nil {
 		return err
@@ -145,13 +151,42 @@ func runDecode(ctx context.Context, o *DecodeOptions) error {
 		return err
 	}
 	defer m.Close()
-	V := m.Hparams.Vocab
-	prompt := make([]int, o.PromptTokens)
-	for i := range prompt {
-		prompt[i] = (100 + i) % V
-	}
 	res := DecodeResult{Schema: "gguftool.bench-decode/v1", Model: o.Model, Threads: m.Threads(), Kernels: quant.Kernels(),
 		PromptTokens: o.PromptTokens, Tokens: o.Tokens}
+	if err := measureOurs(ctx, o, m, &res, say); err != nil {
+		return err
+	}
+	if res.Experts.Source == "pack" {
+		if res.Stream, err = streamBound(ctx, o.Model, res.Runs[len(res.Runs)-1]); err != nil {
+			return err
+		}
+	}
+	ref := o.Reference
+	if ref == "" && res.Experts.Source == "resident" {
+		if st, err := os.Stat(o.Model); err == nil && !st.IsDir() {
+			ref = o.Model
+		}
+	}
+	if !o.NoLlamaCpp && ref != "" {
+		if err := measureLlamaCpp(ctx, o, ref, &res, say); err != nil {
+			return err
+		}
+	}
+	if o.JSON {
+		return cmdutil.PrintJSON(o.IO.Out, res)
+	}
+	printDecode(o.IO.Out, &res, o.Runs)
+	return nil
+}
+
+// measureOurs runs the model o.Runs times on the prompt 100, 101, … and
+// records every run, the cold (first) speeds and the medians of the warm
+// ones (of the one run when there is only one).
+func measureOurs(ctx context.Context, o *BenchDecodeOptions, m *engine.Model, res *DecodeResult, say func(string, ...any)) error {
+	prompt := make([]int, o.PromptTokens)
+	for i := range prompt {
+		prompt[i] = (100 + i) % m.Hparams.Vocab
+	}
 	var warmPrefill, warmDecode []float64
 	for r := range o.Runs {
 		g, err := m.Generate(ctx, prompt, engine.GenerateOptions{MaxTokens: o.Tokens})
@@ -171,63 +206,63 @@ func runDecode(ctx context.Context, o *DecodeOptions) error {
 	}
 	res.Ours.Prefill, res.Ours.Decode = median(warmPrefill), median(warmDecode)
 	res.Experts = m.Experts().Stats()
+	return nil
+}
 
-	if res.Experts.Source == "pack" {
-		bw, err := diskBandwidth(ctx, o.Model)
+// streamBound relates the last run's decode of a pack to the disk's raw
+// bandwidth.
+func streamBound(ctx context.Context, pack string, last engine.Telemetry) (*StreamBound, error) {
+	bw, err := diskBandwidth(ctx, pack)
+	if err != nil {
+		return nil, err
+	}
+	steps := float64(max(1, last.GeneratedTokens-1))
+	d := last.Decode
+	sb := &StreamBound{DiskGBps: bw, AchievedTokPerS: last.DecodeTokPerS}
+	if d.Fetches > 0 {
+		sb.HitRate = float64(d.Hits) / float64(d.Fetches)
+	}
+	sb.BytesPerToken = float64(d.BytesRead) / steps
+	sb.ComputeSeconds = (last.DecodeSeconds - d.IOWait.Seconds()) / steps
+	sb.IOSeconds = sb.BytesPerToken / (bw * 1e9)
+	sb.BoundTokPerS = 1 / max(sb.ComputeSeconds, sb.IOSeconds)
+	sb.Efficiency = sb.AchievedTokPerS / sb.BoundTokPerS
+	return sb, nil
+}
+
+// measureLlamaCpp runs llama.cpp on the GGUF ref as many times as
+// gguftool ran, with the same prompt length, tokens and threads, and
+// records its speeds and the ratios; without the oracle installed it
+// says so and records nothing.
+func measureLlamaCpp(ctx context.Context, o *BenchDecodeOptions, ref string, res *DecodeResult, say func(string, ...any)) error {
+	oracle, err := llamacpp.Find()
+	if errors.Is(err, llamacpp.ErrNotInstalled) {
+		say("llama.cpp: %v; measuring gguftool only", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var pre, dec []float64
+	for r := range o.Runs {
+		b, err := oracle.Bench(ctx, ref, llamacpp.BenchOptions{PromptTokens: o.PromptTokens, Tokens: o.Tokens, Threads: res.Threads})
 		if err != nil {
 			return err
 		}
-		last := res.Runs[len(res.Runs)-1]
-		steps := float64(max(1, last.GeneratedTokens-1))
-		d := last.Decode
-		sb := &StreamBound{DiskGBps: bw, AchievedTokPerS: last.DecodeTokPerS}
-		if d.Fetches > 0 {
-			sb.HitRate = float64(d.Hits) / float64(d.Fetches)
-		}
-		sb.BytesPerToken = float64(d.BytesRead) / steps
-		sb.ComputeSeconds = (last.DecodeSeconds - d.IOWait.Seconds()) / steps
-		sb.IOSeconds = sb.BytesPerToken / (bw * 1e9)
-		sb.BoundTokPerS = 1 / max(sb.ComputeSeconds, sb.IOSeconds)
-		sb.Efficiency = sb.AchievedTokPerS / sb.BoundTokPerS
-		res.Stream = sb
+		p, d := float64(b.PromptTokens)/b.PrefillSeconds, float64(len(b.Tokens)-1)/b.DecodeSeconds
+		say("llama.cpp run %d: prefill %.1f tok/s, decode %.1f tok/s", r+1, p, d)
+		pre, dec = append(pre, p), append(dec, d)
 	}
+	res.LlamaCpp = &Speeds{PrefillCold: pre[0], DecodeCold: dec[0], Prefill: median(pre), Decode: median(dec)}
+	res.Reference = ref
+	res.PrefillRatio = res.Ours.Prefill / res.LlamaCpp.Prefill
+	res.DecodeRatio = res.Ours.Decode / res.LlamaCpp.Decode
+	return nil
+}
 
-	ref := o.Reference
-	if ref == "" && res.Experts.Source == "resident" {
-		if st, err := os.Stat(o.Model); err == nil && !st.IsDir() {
-			ref = o.Model
-		}
-	}
-	if !o.NoLlamaCpp && ref != "" {
-		oracle, err := llamacpp.Find()
-		switch {
-		case errors.Is(err, llamacpp.ErrNotInstalled):
-			say("llama.cpp: %v; measuring gguftool only", err)
-		case err != nil:
-			return err
-		default:
-			var pre, dec []float64
-			for r := range o.Runs {
-				b, err := oracle.Bench(ctx, ref, llamacpp.BenchOptions{PromptTokens: o.PromptTokens, Tokens: o.Tokens, Threads: m.Threads()})
-				if err != nil {
-					return err
-				}
-				p, d := float64(b.PromptTokens)/b.PrefillSeconds, float64(len(b.Tokens)-1)/b.DecodeSeconds
-				say("llama.cpp run %d: prefill %.1f tok/s, decode %.1f tok/s", r+1, p, d)
-				pre, dec = append(pre, p), append(dec, d)
-			}
-			res.LlamaCpp = &Speeds{PrefillCold: pre[0], DecodeCold: dec[0], Prefill: median(pre), Decode: median(dec)}
-			res.Reference = ref
-			res.PrefillRatio = res.Ours.Prefill / res.LlamaCpp.Prefill
-			res.DecodeRatio = res.Ours.Decode / res.LlamaCpp.Decode
-		}
-	}
-	if o.JSON {
-		return cmdutil.PrintJSON(o.IO.Out, res)
-	}
-	w := o.IO.Out
-	fmt.Fprintf(w, "model %s, %d threads, %s kernels, prompt %d tokens, %d decoded, %d runs\n", o.Model, res.Threads, res.Kernels,
-		res.PromptTokens, res.Tokens, o.Runs)
+func printDecode(w io.Writer, res *DecodeResult, runs int) {
+	fmt.Fprintf(w, "model %s, %d threads, %s kernels, prompt %d tokens, %d decoded, %d runs\n", res.Model, res.Threads, res.Kernels,
+		res.PromptTokens, res.Tokens, runs)
 	fmt.Fprintf(w, "gguftool   prefill %7.1f tok/s (cold %7.1f)   decode %6.1f tok/s (cold %6.1f)\n",
 		res.Ours.Prefill, res.Ours.PrefillCold, res.Ours.Decode, res.Ours.DecodeCold)
 	if res.LlamaCpp != nil {
@@ -240,7 +275,6 @@ func runDecode(ctx context.Context, o *DecodeOptions) error {
 			100*s.HitRate, iostreams.HumanBytes(int64(s.BytesPerToken)), s.DiskGBps, 1e3*s.ComputeSeconds, 1e3*s.IOSeconds,
 			s.BoundTokPerS, s.AchievedTokPerS, 100*s.Efficiency)
 	}
-	return nil
 }
 
 // diskBandwidth reads a pack's containers raw (O_DIRECT, record-sized

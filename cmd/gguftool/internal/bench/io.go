@@ -18,8 +18,8 @@ import (
 	"github.com/gguftool/gguftool/internal/iostreams"
 )
 
-// IOOptions are the parsed flags of `gguftool bench io`.
-type IOOptions struct {
+// BenchIOOptions are the parsed flags of `gguftool bench io`.
+type BenchIOOptions struct {
 	IO      *iostreams.IOStreams
 	Pack    string
 	GGUF    string
@@ -31,8 +31,10 @@ type IOOptions struct {
 	JSON    bool
 }
 
-func newCmdIO(f *cmdutil.Factory) *cobra.Command {
-	o := &IOOptions{IO: f.IOStreams}
+// NewCmdBenchIO builds `gguftool bench io`; runF replaces benchIORun in
+// tests.
+func NewCmdBenchIO(f *cmdutil.Factory, runF func(context.Context, *BenchIOOptions) error) *cobra.Command {
+	o := &BenchIOOptions{IO: f.IOStreams}
 	cmd := &cobra.Command{
 		Use:   "io PACK [--gguf SRC]",
 		Short: "Expert fetch from a pack against a raw O_DIRECT read and the tensor-major GGUF",
@@ -59,7 +61,10 @@ Examples:
 		Args: cmdutil.ExactArgs(1, "one pack directory"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Pack = args[0]
-			return runIO(cmd.Context(), o)
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return benchIORun(cmd.Context(), o)
 		},
 	}
 	fl := cmd.Flags()
@@ -159,7 +164,7 @@ func rawReads(p *container.OpenPack, rr *container.RecordReader, layers []int, t
 	return out
 }
 
-func runIO(ctx context.Context, o *IOOptions) error {
+func benchIORun(ctx context.Context, o *BenchIOOptions) error {
 	backend, err := ioengine.ParseBackend(o.Backend)
 	if err != nil {
 		return cmdutil.FlagErrorf("bench io: %v", err)

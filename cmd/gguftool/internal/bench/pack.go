@@ -10,15 +10,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/iostreams"
 )
 
-// PackOptions are the parsed flags of `gguftool bench pack`.
-type PackOptions struct {
+// BenchPackOptions are the parsed flags of `gguftool bench pack`.
+type BenchPackOptions struct {
 	IO   *iostreams.IOStreams
 	Src  string
 	Dir  string
@@ -26,8 +25,10 @@ type PackOptions struct {
 	JSON bool
 }
 
-func newCmdPack(f *cmdutil.Factory) *cobra.Command {
-	o := &PackOptions{IO: f.IOStreams}
+// NewCmdBenchPack builds `gguftool bench pack`; runF replaces benchPackRun
+// in tests.
+func NewCmdBenchPack(f *cmdutil.Factory, runF func(context.Context, *BenchPackOptions) error) *cobra.Command {
+	o := &BenchPackOptions{IO: f.IOStreams}
 	cmd := &cobra.Command{
 		Use:   "pack SRC",
 		Short: "Time gguftool pack against cp of the same shards",
@@ -48,7 +49,10 @@ Examples:
 		Args: cmdutil.ExactArgs(1, "one GGUF file or shard"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Src = args[0]
-			return runPack(cmd.Context(), o)
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return benchPackRun(cmd.Context(), o)
 		},
 	}
 	cmd.Flags().StringVar(&o.Dir, "dir", "", "where to write the copies and the pack (default: beside SRC)")
@@ -70,17 +74,7 @@ type PackResult struct {
 	CacheEvicted bool    `json:"cache_evicted"`
 }
 
-// evict drops a file's pages from the page cache.
-func evict(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
-}
-
-func runPack(ctx context.Context, o *PackOptions) error {
+func benchPackRun(ctx context.Context, o *BenchPackOptions) error {
 	s, err := gguf.OpenSet(o.Src)
 	if err != nil {
 		return err

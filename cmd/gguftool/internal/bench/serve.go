@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,8 +24,8 @@ import (
 	"github.com/gguftool/gguftool/server"
 )
 
-// ServeOptions are the flags of `bench serve`.
-type ServeOptions struct {
+// BenchServeOptions are the parsed flags of `gguftool bench serve`.
+type BenchServeOptions struct {
 	IO        *iostreams.IOStreams
 	Model     string
 	Clients   int
@@ -35,8 +36,10 @@ type ServeOptions struct {
 	Flags     runflags.Model
 }
 
-func newCmdServe(f *cmdutil.Factory) *cobra.Command {
-	o := &ServeOptions{IO: f.IOStreams}
+// NewCmdBenchServe builds `gguftool bench serve`; runF replaces
+// benchServeRun in tests.
+func NewCmdBenchServe(f *cmdutil.Factory, runF func(context.Context, *BenchServeOptions) error) *cobra.Command {
+	o := &BenchServeOptions{IO: f.IOStreams}
 	cmd := &cobra.Command{
 		Use:   "serve MODEL",
 		Short: "Load-test the HTTP server on loopback",
@@ -55,7 +58,13 @@ Examples:
 		Args: cmdutil.ExactArgs(1, "a model (GGUF or pack)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Model = args[0]
-			return runServe(cmd.Context(), o)
+			if o.Clients < 1 || o.Duration <= 0 || o.Queue < 0 || o.MaxTokens < 1 {
+				return cmdutil.FlagErrorf("bench serve: --clients ≥ 1, --duration > 0, --queue ≥ 0, --max-tokens ≥ 1")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return benchServeRun(cmd.Context(), o)
 		},
 	}
 	fl := cmd.Flags()
@@ -70,24 +79,51 @@ Examples:
 
 // ServeResult is the --json document of `bench serve`.
 type ServeResult struct {
-	Schema           string         `json:"schema"`
-	Clients          int            `json:"clients"`
-	Seconds          float64        `json:"seconds"`
-	Queue            int            `json:"queue"`
-	Completed        int            `json:"completed"`
-	Rejected429      int            `json:"rejected_429"`
-	ServerRejections uint64         `json:"server_queue_full_rejections"`
-	Other            map[string]int `json:"other_statuses"`
-	LatencyP50       float64        `json:"latency_p50_seconds"`
-	LatencyP99       float64        `json:"latency_p99_seconds"`
-	LatencyMax       float64        `json:"latency_max_seconds"`
-	TokensPerSecond  float64        `json:"completion_tokens_per_second"`
-	CompletionTokens int            `json:"completion_tokens"`
-	GoroutinesBefore int            `json:"goroutines_before"`
-	GoroutinesAfter  int            `json:"goroutines_after"`
-	FDsBefore        int            `json:"fds_before"`
-	FDsAfter         int            `json:"fds_after"`
-	OK               bool           `json:"ok"`
+	Schema           string  `json:"schema"`
+	Clients          int     `json:"clients"`
+	Seconds          float64 `json:"seconds"`
+	Queue            int     `json:"queue"`
+	Completed        int     `json:"completed"`
+	Rejected429      int     `json:"rejected_429"`
+	ServerRejections uint64  `json:"server_queue_full_rejections"`
+	// ServerRejectedWithRoom counts the 429s the server issued while
+	// fewer requests waited than the queue bound; any fails the run.
+	ServerRejectedWithRoom uint64         `json:"server_queue_full_with_room"`
+	Other                  map[string]int `json:"other_statuses"`
+	LatencyP50             float64        `json:"latency_p50_seconds"`
+	LatencyP99             float64        `json:"latency_p99_seconds"`
+	LatencyMax             float64        `json:"latency_max_seconds"`
+	TokensPerSecond        float64        `json:"completion_tokens_per_second"`
+	CompletionTokens       int            `json:"completion_tokens"`
+	GoroutinesBefore       int            `json:"goroutines_before"`
+	GoroutinesAfter        int            `json:"goroutines_after"`
+	FDsBefore              int            `json:"fds_before"`
+	FDsAfter               int            `json:"fds_after"`
+	OK                     bool           `json:"ok"`
+}
+
+// failures says why the run fails its checks, nothing when it passes:
+// any status other than 200 and 429, a 429 the server issued while its
+// queue had room, a goroutine or file descriptor more after the server
+// stopped than before it started, or no request completed.
+func (r *ServeResult) failures() []string {
+	var why []string
+	if len(r.Other) > 0 {
+		why = append(why, fmt.Sprintf("statuses other than 200 and 429: %v", r.Other))
+	}
+	if r.ServerRejectedWithRoom > 0 {
+		why = append(why, fmt.Sprintf("%d × 429 while the queue had room", r.ServerRejectedWithRoom))
+	}
+	if r.GoroutinesAfter > r.GoroutinesBefore {
+		why = append(why, fmt.Sprintf("goroutines leaked: %d → %d", r.GoroutinesBefore, r.GoroutinesAfter))
+	}
+	if r.FDsAfter > r.FDsBefore {
+		why = append(why, fmt.Sprintf("file descriptors leaked: %d → %d", r.FDsBefore, r.FDsAfter))
+	}
+	if r.Completed == 0 {
+		why = append(why, "no request completed")
+	}
+	return why
 }
 
 func openFDs() int {
@@ -98,10 +134,7 @@ func openFDs() int {
 	return len(ents)
 }
 
-func runServe(ctx context.Context, o *ServeOptions) error {
-	if o.Clients < 1 || o.Duration <= 0 || o.Queue < 0 || o.MaxTokens < 1 {
-		return cmdutil.FlagErrorf("bench serve: --clients ≥ 1, --duration > 0, --queue ≥ 0, --max-tokens ≥ 1")
-	}
+func benchServeRun(ctx context.Context, o *BenchServeOptions) error {
 	ro, err := o.Flags.Options()
 	if err != nil {
 		return err
@@ -119,6 +152,30 @@ func runServe(ctx context.Context, o *ServeOptions) error {
 	runtime.GC()
 	res := ServeResult{Schema: "gguftool.bench-serve/v1", Clients: o.Clients, Queue: o.Queue, Other: map[string]int{},
 		GoroutinesBefore: runtime.NumGoroutine(), FDsBefore: openFDs()}
+	if err := loadTest(ctx, o, m, &res); err != nil {
+		return err
+	}
+	settleGoroutines(res.GoroutinesBefore)
+	res.GoroutinesAfter, res.FDsAfter = runtime.NumGoroutine(), openFDs()
+	failures := res.failures()
+	res.OK = len(failures) == 0
+	if o.JSON {
+		if err := cmdutil.PrintJSON(o.IO.Out, res); err != nil {
+			return err
+		}
+	} else {
+		printServe(o.IO.Out, &res)
+	}
+	if !res.OK {
+		return &cmdutil.ExitError{Code: cmdutil.ExitFailure, Err: fmt.Errorf("bench serve: %s (see the report)", strings.Join(failures, "; "))}
+	}
+	return nil
+}
+
+// loadTest serves m on a loopback port, drives it with o.Clients clients
+// for o.Duration, shuts it down, and records in res what the clients got
+// and what the server counted.
+func loadTest(ctx context.Context, o *BenchServeOptions, m *engine.Model, res *ServeResult) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -130,94 +187,121 @@ func runServe(ctx context.Context, o *ServeOptions) error {
 		return err
 	}
 	sctx, stop := context.WithCancel(ctx)
+	defer stop()
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(sctx, ln, 30*time.Second) }()
-	url := "http://" + ln.Addr().String()
 
 	tr := &http.Transport{MaxIdleConnsPerHost: o.Clients}
-	client := &http.Client{Transport: tr}
-	var mu sync.Mutex
-	var lat []float64
-	tokens := 0
+	tally := &clientTally{other: res.Other}
 	start := time.Now()
-	deadline := start.Add(o.Duration)
+	driveClients(ctx, o, &http.Client{Transport: tr}, "http://"+ln.Addr().String(), start.Add(o.Duration), tally)
+	res.Seconds = time.Since(start).Seconds()
+	q := s.QueueStats()
+	res.ServerRejections, res.ServerRejectedWithRoom = q.Rejected, q.RejectedWithRoom
+	stop()
+	if err := <-served; err != nil {
+		return err
+	}
+	tr.CloseIdleConnections()
+	tally.summarize(res)
+	return nil
+}
+
+// clientTally is what the clients got back, under its lock.
+type clientTally struct {
+	mu        sync.Mutex
+	latencies []float64 // seconds, of the requests that completed
+	tokens    int
+	rejected  int
+	other     map[string]int // by status, or "transport error"
+}
+
+func (t *clientTally) record(status int, seconds float64, body []byte, stream bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch status {
+	case http.StatusOK:
+		t.latencies = append(t.latencies, seconds)
+		t.tokens += completionTokens(body, stream)
+	case http.StatusTooManyRequests:
+		t.rejected++
+	default:
+		t.other[fmt.Sprint(status)]++
+	}
+}
+
+func (t *clientTally) transportError() {
+	t.mu.Lock()
+	t.other["transport error"]++
+	t.mu.Unlock()
+}
+
+// summarize fills res's counts, latency percentiles and tokens/s; the
+// other statuses are already in res.Other.
+func (t *clientTally) summarize(res *ServeResult) {
+	sort.Float64s(t.latencies)
+	lat := t.latencies
+	res.Completed, res.CompletionTokens, res.Rejected429 = len(lat), t.tokens, t.rejected
+	if len(lat) > 0 {
+		res.LatencyP50, res.LatencyP99, res.LatencyMax = lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)], lat[len(lat)-1]
+	}
+	res.TokensPerSecond = float64(t.tokens) / res.Seconds
+}
+
+// driveClients runs o.Clients clients until the deadline, each sending
+// completions back to back and waiting 50 ms after a 429.
+func driveClients(ctx context.Context, o *BenchServeOptions, client *http.Client, url string, deadline time.Time, tally *clientTally) {
 	var wg sync.WaitGroup
 	for c := range o.Clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
-				stream := (c+i)%2 == 1
-				body, _ := json.Marshal(map[string]any{"prompt": fmt.Sprintf("client %d request %d:", c, i), "max_tokens": o.MaxTokens,
-					"temperature": 0.8, "seed": c*1000 + i, "stream": stream})
-				t0 := time.Now()
-				resp, err := client.Post(url+"/v1/completions", "application/json", bytes.NewReader(body))
-				if err != nil {
-					mu.Lock()
-					res.Other["transport error"]++
-					mu.Unlock()
-					continue
-				}
-				data, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				d := time.Since(t0).Seconds()
-				mu.Lock()
-				switch resp.StatusCode {
-				case 200:
-					lat = append(lat, d)
-					tokens += completionTokens(data, stream)
-				case 429:
-					res.Rejected429++
-				default:
-					res.Other[fmt.Sprint(resp.StatusCode)]++
-				}
-				mu.Unlock()
-				if resp.StatusCode == 429 {
+				if sendCompletion(client, url, o.MaxTokens, c, i, tally) == http.StatusTooManyRequests {
 					time.Sleep(50 * time.Millisecond)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	res.Seconds = time.Since(start).Seconds()
-	res.ServerRejections = s.Rejections()
-	stop()
-	if err := <-served; err != nil {
-		return err
+}
+
+// sendCompletion sends client c's request i (every other one streamed,
+// seeds varied), tallies the outcome and returns the status, 0 when the
+// request did not get one.
+func sendCompletion(client *http.Client, url string, maxTokens, c, i int, tally *clientTally) int {
+	stream := (c+i)%2 == 1
+	body, _ := json.Marshal(map[string]any{"prompt": fmt.Sprintf("client %d request %d:", c, i), "max_tokens": maxTokens,
+		"temperature": 0.8, "seed": c*1000 + i, "stream": stream})
+	start := time.Now()
+	resp, err := client.Post(url+"/v1/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		tally.transportError()
+		return 0
 	}
-	tr.CloseIdleConnections()
-	// Let exiting goroutines finish before counting.
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	tally.record(resp.StatusCode, time.Since(start).Seconds(), data, stream)
+	return resp.StatusCode
+}
+
+// settleGoroutines waits up to a second for the goroutines that are
+// exiting to finish, so that only a leak shows in the count after.
+func settleGoroutines(before int) {
 	for range 50 {
-		if runtime.NumGoroutine() <= res.GoroutinesBefore {
-			break
+		if runtime.NumGoroutine() <= before {
+			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	res.GoroutinesAfter, res.FDsAfter = runtime.NumGoroutine(), openFDs()
-	sort.Float64s(lat)
-	res.Completed, res.CompletionTokens = len(lat), tokens
-	if len(lat) > 0 {
-		res.LatencyP50, res.LatencyP99, res.LatencyMax = lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)], lat[len(lat)-1]
-	}
-	res.TokensPerSecond = float64(tokens) / res.Seconds
-	res.OK = len(res.Other) == 0 && uint64(res.Rejected429) == res.ServerRejections && res.GoroutinesAfter <= res.GoroutinesBefore &&
-		res.FDsAfter <= res.FDsBefore && res.Completed > 0
-	if o.JSON {
-		if err := cmdutil.PrintJSON(o.IO.Out, res); err != nil {
-			return err
-		}
-	} else {
-		w := o.IO.Out
-		fmt.Fprintf(w, "%d clients for %.0f s, queue %d: %d completed, %d × 429, other %v\n", res.Clients, res.Seconds, res.Queue,
-			res.Completed, res.Rejected429, res.Other)
-		fmt.Fprintf(w, "latency p50 %.3f s, p99 %.3f s, max %.3f s; %.1f completion tokens/s\n", res.LatencyP50, res.LatencyP99,
-			res.LatencyMax, res.TokensPerSecond)
-		fmt.Fprintf(w, "goroutines %d → %d, open fds %d → %d\n", res.GoroutinesBefore, res.GoroutinesAfter, res.FDsBefore, res.FDsAfter)
-	}
-	if !res.OK {
-		return &cmdutil.ExitError{Code: cmdutil.ExitFailure, Err: fmt.Errorf("bench serve: errors, unexplained 429s or leaks (see the report)")}
-	}
-	return nil
+}
+
+func printServe(w io.Writer, res *ServeResult) {
+	fmt.Fprintf(w, "%d clients for %.0f s, queue %d: %d completed, %d × 429, other %v\n", res.Clients, res.Seconds, res.Queue,
+		res.Completed, res.Rejected429, res.Other)
+	fmt.Fprintf(w, "latency p50 %.3f s, p99 %.3f s, max %.3f s; %.1f completion tokens/s\n", res.LatencyP50, res.LatencyP99,
+		res.LatencyMax, res.TokensPerSecond)
+	fmt.Fprintf(w, "goroutines %d → %d, open fds %d → %d\n", res.GoroutinesBefore, res.GoroutinesAfter, res.FDsBefore, res.FDsAfter)
 }
 
 // completionTokens reads usage.completion_tokens from a response or from

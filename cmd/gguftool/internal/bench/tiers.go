@@ -18,16 +18,18 @@ import (
 	"github.com/gguftool/gguftool/twins"
 )
 
-// TwinsOptions are the parsed flags of `gguftool bench twins`.
-type TwinsOptions struct {
+// BenchTwinsOptions are the parsed flags of `gguftool bench twins`.
+type BenchTwinsOptions struct {
 	IO        *iostreams.IOStreams
 	Hot, Cold string
 	Runs      int
 	JSON      bool
 }
 
-func newCmdTwins(f *cmdutil.Factory) *cobra.Command {
-	o := &TwinsOptions{IO: f.IOStreams}
+// NewCmdBenchTwins builds `gguftool bench twins`; runF replaces
+// benchTwinsRun in tests.
+func NewCmdBenchTwins(f *cmdutil.Factory, runF func(context.Context, *BenchTwinsOptions) error) *cobra.Command {
+	o := &BenchTwinsOptions{IO: f.IOStreams}
 	cmd := &cobra.Command{
 		Use:   "twins HOT COLD",
 		Short: "Time twins verify against a raw read of both copies",
@@ -52,7 +54,13 @@ Examples:
 		Args: cmdutil.ExactArgs(2, "HOT and COLD paths"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Hot, o.Cold = args[0], args[1]
-			return runTwins(cmd.Context(), o)
+			if o.Runs < 1 {
+				return cmdutil.FlagErrorf("bench twins: --runs must be at least 1")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return benchTwinsRun(cmd.Context(), o)
 		},
 	}
 	cmd.Flags().IntVar(&o.Runs, "runs", 3, "runs of each workload")
@@ -77,10 +85,7 @@ type TwinsResult struct {
 	Level       string  `json:"level"`
 }
 
-func runTwins(ctx context.Context, o *TwinsOptions) error {
-	if o.Runs < 1 {
-		return cmdutil.FlagErrorf("bench twins: --runs must be at least 1")
-	}
+func benchTwinsRun(ctx context.Context, o *BenchTwinsOptions) error {
 	hotRoot, hot, err := tiers.ArtifactAt(tiers.OSFS{}, o.Hot)
 	if err != nil {
 		return err
@@ -186,16 +191,18 @@ func runTwins(ctx context.Context, o *TwinsOptions) error {
 	return nil
 }
 
-// MigrateOptions are the parsed flags of `gguftool bench migrate`.
-type MigrateOptions struct {
+// BenchMigrateOptions are the parsed flags of `gguftool bench migrate`.
+type BenchMigrateOptions struct {
 	IO       *iostreams.IOStreams
 	Artifact string
 	Dir      string
 	JSON     bool
 }
 
-func newCmdMigrate(f *cmdutil.Factory) *cobra.Command {
-	o := &MigrateOptions{IO: f.IOStreams}
+// NewCmdBenchMigrate builds `gguftool bench migrate`; runF replaces
+// benchMigrateRun in tests.
+func NewCmdBenchMigrate(f *cmdutil.Factory, runF func(context.Context, *BenchMigrateOptions) error) *cobra.Command {
+	o := &BenchMigrateOptions{IO: f.IOStreams}
 	cmd := &cobra.Command{
 		Use:   "migrate ARTIFACT --dir DIR",
 		Short: "Time a journaled tier copy against cp + sync + sha256sum",
@@ -227,7 +234,10 @@ Examples:
 				return cmdutil.FlagErrorf("bench migrate: --dir is required")
 			}
 			o.Artifact = args[0]
-			return runMigrate(cmd.Context(), o)
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return benchMigrateRun(cmd.Context(), o)
 		},
 	}
 	cmd.Flags().StringVar(&o.Dir, "dir", "", "scratch directory on the destination disk")
@@ -249,7 +259,7 @@ type MigrateResult struct {
 	RatioCp        float64 `json:"migrate_vs_cp_sync"`
 }
 
-func runMigrate(ctx context.Context, o *MigrateOptions) error {
+func benchMigrateRun(ctx context.Context, o *BenchMigrateOptions) error {
 	root, a, err := tiers.ArtifactAt(tiers.OSFS{}, o.Artifact)
 	if err != nil {
 		return err

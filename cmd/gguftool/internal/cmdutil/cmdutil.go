@@ -1,7 +1,17 @@
 // Package cmdutil holds what every gguftool command shares: the factory
-// that hands out streams, the usage-error type, size parsing and JSON
-// output. Commands live in their own packages under internal/cli and
-// import only this one from the CLI layer.
+// that hands out streams and the tool's version, the usage-error type,
+// size parsing and JSON output. Commands live in their own packages under
+// cmd/gguftool/internal and import only this one (and runflags) from the
+// command layer.
+//
+// Every command has the same shape: NewCmdX(f *Factory, runF
+// func(context.Context, *XOptions) error) builds `gguftool x`; its RunE
+// fills XOptions (the streams and every flag and argument), checks what
+// the flags alone can tell, and calls runF when a test passes one, else
+// the package's xRun. A command that only groups subcommands is
+// NewCmdX(f). The context, which carries SIGINT and SIGTERM to the run,
+// is passed beside the options rather than kept in them, as Go keeps
+// contexts out of structs.
 package cmdutil
 
 import (
@@ -11,6 +21,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -18,7 +29,8 @@ import (
 	"github.com/gguftool/gguftool/internal/units"
 )
 
-// Exit codes, the same for every command (DESIGN.md §2a).
+// Exit codes, the same for every command (docs/cli.md lists them under
+// each command, docs/architecture.md says where errors become them).
 const (
 	ExitOK       = 0 // success
 	ExitFailure  = 1 // I/O, internal, or a request that cannot be met
@@ -41,6 +53,9 @@ Exit codes:
 // Factory hands commands their dependencies.
 type Factory struct {
 	IOStreams *iostreams.IOStreams
+	// Version is gguftool's version, which --version prints and pack and
+	// resident-only record as the producer of what they write.
+	Version string
 }
 
 // FlagError is a usage error: exit code 2.
@@ -52,6 +67,21 @@ func (e *FlagError) Unwrap() error { return e.Err }
 // FlagErrorf makes a usage error.
 func FlagErrorf(format string, args ...any) error {
 	return &FlagError{Err: fmt.Errorf(format, args...)}
+}
+
+// FlagErrorFunc makes an error parsing a command's flags a usage error
+// that names the command. The root command sets it for the whole tree;
+// a test that runs one command alone sets it on that command.
+func FlagErrorFunc(cmd *cobra.Command, err error) error {
+	return &FlagError{Err: fmt.Errorf("%s: %w", cmd.CommandPath(), err)}
+}
+
+// IsUsageError reports whether err means the command line was wrong
+// (exit code 2): a FlagError, or cobra's refusal of an unknown command or
+// of arguments to a command that takes none.
+func IsUsageError(err error) bool {
+	var fe *FlagError
+	return errors.As(err, &fe) || strings.HasPrefix(err.Error(), "unknown command")
 }
 
 // ExitError carries an explicit exit code, for a command that has already

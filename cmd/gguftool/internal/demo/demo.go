@@ -28,16 +28,16 @@ import (
 	"github.com/gguftool/gguftool/tokenizer"
 )
 
-// Options are the parsed flags of `gguftool demo`.
-type Options struct {
+// DemoOptions are the parsed flags of `gguftool demo`.
+type DemoOptions struct {
 	IO   *iostreams.IOStreams
 	Dir  string
 	JSON bool
 }
 
-// NewCmd builds the command; runF replaces the run function in tests.
-func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams}
+// NewCmdDemo builds `gguftool demo`; runF replaces demoRun in tests.
+func NewCmdDemo(f *cmdutil.Factory, runF func(context.Context, *DemoOptions) error) *cobra.Command {
+	opts := &DemoOptions{IO: f.IOStreams}
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the main job end to end on a small built-in model",
@@ -68,7 +68,7 @@ Examples:
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			return Run(cmd.Context(), opts)
+			return demoRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Dir, "dir", "", "keep the demo's files in this directory")
@@ -93,8 +93,7 @@ func Config() synth.Config {
 	return c
 }
 
-// Run is the command's default behaviour.
-func Run(ctx context.Context, opts *Options) error {
+func demoRun(ctx context.Context, opts *DemoOptions) error {
 	dir := opts.Dir
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "gguftool-demo-")
@@ -113,7 +112,7 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 
 	start := time.Now()
-	so := &synthcmd.Options{IO: opts.IO, Output: filepath.Join(dir, "demo.gguf"), Config: Config(),
+	so := &synthcmd.SynthOptions{IO: opts.IO, Output: filepath.Join(dir, "demo.gguf"), Config: Config(),
 		Split: gguf.SplitOptions{MaxBytes: 8e6}}
 	paths, err := synthcmd.Write(ctx, so)
 	if err != nil {
@@ -193,9 +192,11 @@ func Run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	for i, p := range unpacked {
-		a, _ := os.ReadFile(p)
-		b, _ := os.ReadFile(paths[i])
-		if !bytes.Equal(a, b) {
+		same, err := sameBytes(p, paths[i])
+		if err != nil {
+			return err
+		}
+		if !same {
 			return fmt.Errorf("demo: unpacking did not give %s back byte for byte", paths[i])
 		}
 	}
@@ -210,6 +211,21 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	say("10. inspect:\n")
 	return inspect.Print(opts.IO.Out, r, false)
+}
+
+// sameBytes reports whether the files at a and b hold the same bytes. A
+// file that cannot be read is an error, never a match: two failed reads
+// would otherwise compare equal as two empty files.
+func sameBytes(a, b string) (bool, error) {
+	da, err := os.ReadFile(a)
+	if err != nil {
+		return false, err
+	}
+	db, err := os.ReadFile(b)
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(da, db), nil
 }
 
 func tensorSources(f *gguf.File) []gguf.TensorSource {

@@ -3,6 +3,7 @@
 package golden
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -10,10 +11,11 @@ import (
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/golden"
+	"github.com/gguftool/gguftool/internal/iostreams"
 )
 
-// NewCmd builds `gguftool golden`.
-func NewCmd(f *cmdutil.Factory) *cobra.Command {
+// NewCmdGolden builds `gguftool golden` and its subcommands.
+func NewCmdGolden(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "golden <subcommand>",
 		Short: "Check the runtime against llama.cpp's recorded outputs",
@@ -23,11 +25,19 @@ weights, F32 KV cache, flash attention off). They are built into the
 binary; re-record them with scripts/llamacpp/record-goldens.sh (needs node).
 ` + cmdutil.ExitCodesHelp,
 	}
-	cmd.AddCommand(newCmdCheck(f), newCmdList(f))
+	cmd.AddCommand(NewCmdGoldenCheck(f, nil), NewCmdGoldenList(f, nil))
 	return cmd
 }
 
-func newCmdList(f *cmdutil.Factory) *cobra.Command {
+// GoldenListOptions are the parsed flags of `gguftool golden list`.
+type GoldenListOptions struct {
+	IO *iostreams.IOStreams
+}
+
+// NewCmdGoldenList builds `gguftool golden list`; runF replaces
+// goldenListRun in tests.
+func NewCmdGoldenList(f *cmdutil.Factory, runF func(context.Context, *GoldenListOptions) error) *cobra.Command {
+	opts := &GoldenListOptions{IO: f.IOStreams}
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List the golden fixtures",
@@ -37,26 +47,41 @@ prove llama.cpp loads those layouts).
 ` + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			for _, s := range golden.Fixtures {
-				fx, err := golden.Load(s)
-				if err != nil {
-					return err
-				}
-				run := "runtime"
-				if !golden.Supported(s) {
-					run = "load only"
-				}
-				fmt.Fprintf(f.IOStreams.Out, "%-44s %-9s max |Δ log p| %-6g %s\n", s.Name(), run, fx.Tolerance.LogprobAbs, fx.Command)
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			return nil
+			return goldenListRun(cmd.Context(), opts)
 		},
 	}
 }
 
-func newCmdCheck(f *cmdutil.Factory) *cobra.Command {
-	var only []string
-	var dir string
-	var asJSON bool
+func goldenListRun(_ context.Context, opts *GoldenListOptions) error {
+	for _, s := range golden.Fixtures {
+		fx, err := golden.Load(s)
+		if err != nil {
+			return err
+		}
+		run := "runtime"
+		if !golden.Supported(s) {
+			run = "load only"
+		}
+		fmt.Fprintf(opts.IO.Out, "%-44s %-9s max |Δ log p| %-6g %s\n", s.Name(), run, fx.Tolerance.LogprobAbs, fx.Command)
+	}
+	return nil
+}
+
+// GoldenCheckOptions are the parsed flags of `gguftool golden check`.
+type GoldenCheckOptions struct {
+	IO   *iostreams.IOStreams
+	Only []string
+	Dir  string
+	JSON bool
+}
+
+// NewCmdGoldenCheck builds `gguftool golden check`; runF replaces
+// goldenCheckRun in tests.
+func NewCmdGoldenCheck(f *cmdutil.Factory, runF func(context.Context, *GoldenCheckOptions) error) *cobra.Command {
+	opts := &GoldenCheckOptions{IO: f.IOStreams}
 	cmd := &cobra.Command{
 		Use:   "check [--only NAME]…",
 		Short: "Rebuild the fixtures, run the runtime on them and compare with llama.cpp",
@@ -77,56 +102,62 @@ Examples:
 ` + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			work := dir
-			if work == "" {
-				tmp, err := os.MkdirTemp("", "gguftool-golden-")
-				if err != nil {
-					return err
-				}
-				defer os.RemoveAll(tmp)
-				work = tmp
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			io := f.IOStreams
-			results, err := golden.CheckAll(cmd.Context(), work, only, func(r *golden.CheckResult) {
-				if asJSON {
-					return
-				}
-				status := "ok"
-				if !r.OK {
-					status = "MISMATCH"
-				}
-				fmt.Fprintf(io.Out, "%-8s %-44s greedy %d/%d, max |Δ log p| %.2g (tolerance %g), median %.2g; pack = gguf: %v (%.1f s)\n",
-					status, r.Spec.Name(), r.GGUF.GreedyMatch, len(r.GGUF.Greedy), r.GGUF.MaxLogprobDiff, r.GGUF.Tolerance.LogprobAbs,
-					r.GGUF.MedianLogprobDiff, r.Same, r.Seconds)
-			})
-			if err != nil {
-				return err
-			}
-			if len(results) == 0 {
-				return cmdutil.FlagErrorf("no fixture matches --only %v (see gguftool golden list)", only)
-			}
-			if asJSON {
-				if err := cmdutil.PrintJSON(io.Out, struct {
-					Schema  string                `json:"schema"`
-					Results []*golden.CheckResult `json:"results"`
-				}{"gguftool.golden-check/v1", results}); err != nil {
-					return err
-				}
-			}
-			bad := 0
-			for _, r := range results {
-				if !r.OK {
-					bad++
-				}
-			}
-			if bad > 0 {
-				return &cmdutil.ExitError{Code: cmdutil.ExitFailure, Err: fmt.Errorf("golden check: %d of %d fixtures do not match", bad, len(results))}
-			}
-			return nil
+			return goldenCheckRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringSliceVar(&only, "only", nil, "check only these fixtures (gguftool golden list)")
-	cmd.Flags().StringVar(&dir, "dir", "", "build the models here instead of a temporary directory")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
+	cmd.Flags().StringSliceVar(&opts.Only, "only", nil, "check only these fixtures (gguftool golden list)")
+	cmd.Flags().StringVar(&opts.Dir, "dir", "", "build the models here instead of a temporary directory")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the results as JSON")
 	return cmd
+}
+
+func goldenCheckRun(ctx context.Context, opts *GoldenCheckOptions) error {
+	work := opts.Dir
+	if work == "" {
+		tmp, err := os.MkdirTemp("", "gguftool-golden-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		work = tmp
+	}
+	results, err := golden.CheckAll(ctx, work, opts.Only, func(r *golden.CheckResult) {
+		if opts.JSON {
+			return
+		}
+		status := "ok"
+		if !r.OK {
+			status = "MISMATCH"
+		}
+		fmt.Fprintf(opts.IO.Out, "%-8s %-44s greedy %d/%d, max |Δ log p| %.2g (tolerance %g), median %.2g; pack = gguf: %v (%.1f s)\n",
+			status, r.Spec.Name(), r.GGUF.GreedyMatch, len(r.GGUF.Greedy), r.GGUF.MaxLogprobDiff, r.GGUF.Tolerance.LogprobAbs,
+			r.GGUF.MedianLogprobDiff, r.Same, r.Seconds)
+	})
+	if err != nil {
+		return err
+	}
+	if len(results) == 0 {
+		return cmdutil.FlagErrorf("no fixture matches --only %v (see gguftool golden list)", opts.Only)
+	}
+	if opts.JSON {
+		if err := cmdutil.PrintJSON(opts.IO.Out, struct {
+			Schema  string                `json:"schema"`
+			Results []*golden.CheckResult `json:"results"`
+		}{"gguftool.golden-check/v1", results}); err != nil {
+			return err
+		}
+	}
+	bad := 0
+	for _, r := range results {
+		if !r.OK {
+			bad++
+		}
+	}
+	if bad > 0 {
+		return &cmdutil.ExitError{Code: cmdutil.ExitFailure, Err: fmt.Errorf("golden check: %d of %d fixtures do not match", bad, len(results))}
+	}
+	return nil
 }

@@ -16,8 +16,8 @@ import (
 	"github.com/gguftool/gguftool/internal/iostreams"
 )
 
-// Options are the parsed flags of `gguftool inspect`.
-type Options struct {
+// InspectOptions are the parsed flags of `gguftool inspect`.
+type InspectOptions struct {
 	IO      *iostreams.IOStreams
 	Path    string
 	Tensors bool
@@ -25,9 +25,10 @@ type Options struct {
 	JSON    bool
 }
 
-// NewCmd builds the command; runF replaces the run function in tests.
-func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams}
+// NewCmdInspect builds `gguftool inspect`; runF replaces inspectRun in
+// tests.
+func NewCmdInspect(f *cmdutil.Factory, runF func(context.Context, *InspectOptions) error) *cobra.Command {
+	opts := &InspectOptions{IO: f.IOStreams}
 	cmd := &cobra.Command{
 		Use:   "inspect FILE|SHARD|PACK|CONTAINER|MANIFEST|TIERS-DIR",
 		Short: "Describe a GGUF file or split set, a pack, a container or resident tiers",
@@ -59,7 +60,7 @@ Examples:
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			return Run(cmd.Context(), opts)
+			return inspectRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Tensors, "tensors", false, "list every tensor")
@@ -183,8 +184,7 @@ func typeName(v gguf.Value) string {
 	return v.Type().String()
 }
 
-// Run is the command's default behaviour.
-func Run(ctx context.Context, opts *Options) error {
+func inspectRun(ctx context.Context, opts *InspectOptions) error {
 	kind, err := kindOf(opts.Path)
 	if err != nil {
 		return err

@@ -14,19 +14,19 @@ import (
 	"github.com/gguftool/gguftool/internal/iostreams"
 )
 
-// Options are the parsed flags of `gguftool pack`.
-type Options struct {
+// PackOptions are the parsed flags of `gguftool pack`.
+type PackOptions struct {
 	IO      *iostreams.IOStreams
+	Version string // recorded in pack.json as the producer's
 	Src     string
 	Out     string
 	Align   int64
-	Version string
 	JSON    bool
 }
 
-// NewCmd builds `gguftool pack`; runF replaces the run function in tests.
-func NewCmd(f *cmdutil.Factory, version string, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams, Version: version}
+// NewCmdPack builds `gguftool pack`; runF replaces packRun in tests.
+func NewCmdPack(f *cmdutil.Factory, runF func(context.Context, *PackOptions) error) *cobra.Command {
+	opts := &PackOptions{IO: f.IOStreams, Version: f.Version}
 	cmd := &cobra.Command{
 		Use:   "pack SRC -o DIR",
 		Short: "Re-lay a GGUF model out as expert-major containers",
@@ -57,7 +57,7 @@ Examples:
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			return Run(cmd.Context(), opts)
+			return packRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVarP(&opts.Out, "output", "o", "", "pack directory to create")
@@ -87,8 +87,7 @@ func summarize(dir string, m *container.Manifest) Summary {
 	return s
 }
 
-// Run is the command's default behaviour.
-func Run(ctx context.Context, o *Options) error {
+func packRun(ctx context.Context, o *PackOptions) error {
 	s, err := gguf.OpenSet(o.Src)
 	if err != nil {
 		return err
@@ -122,7 +121,7 @@ type UnpackOptions struct {
 	JSON bool
 }
 
-// NewCmdUnpack builds `gguftool unpack`.
+// NewCmdUnpack builds `gguftool unpack`; runF replaces unpackRun in tests.
 func NewCmdUnpack(f *cmdutil.Factory, runF func(context.Context, *UnpackOptions) error) *cobra.Command {
 	opts := &UnpackOptions{IO: f.IOStreams}
 	cmd := &cobra.Command{
@@ -146,7 +145,7 @@ Examples:
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			return RunUnpack(cmd.Context(), opts)
+			return unpackRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVarP(&opts.Out, "output", "o", "", "directory for the rebuilt shards")
@@ -154,8 +153,7 @@ Examples:
 	return cmd
 }
 
-// RunUnpack is the unpack command's default behaviour.
-func RunUnpack(ctx context.Context, o *UnpackOptions) error {
+func unpackRun(ctx context.Context, o *UnpackOptions) error {
 	m, err := container.ReadManifest(o.Dir)
 	if err != nil {
 		return err

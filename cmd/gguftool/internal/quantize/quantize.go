@@ -16,8 +16,8 @@ import (
 	"github.com/gguftool/gguftool/quantize"
 )
 
-// Options are the parsed flags of `gguftool quantize`.
-type Options struct {
+// QuantizeOptions are the parsed flags of `gguftool quantize`.
+type QuantizeOptions struct {
 	IO *iostreams.IOStreams
 
 	In, Out            string
@@ -35,9 +35,10 @@ type Options struct {
 	JSON               bool
 }
 
-// NewCmd builds the command; runF replaces the run function in tests.
-func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams}
+// NewCmdQuantize builds `gguftool quantize`; runF replaces quantizeRun in
+// tests.
+func NewCmdQuantize(f *cmdutil.Factory, runF func(context.Context, *QuantizeOptions) error) *cobra.Command {
+	opts := &QuantizeOptions{IO: f.IOStreams}
 	cmd := &cobra.Command{
 		Use:   "quantize IN OUT --type T [flags]",
 		Short: "Re-quantize a GGUF model as llama-quantize does",
@@ -78,7 +79,7 @@ Examples:
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			return Run(cmd.Context(), opts)
+			return quantizeRun(cmd.Context(), opts)
 		},
 	}
 	fl := cmd.Flags()
@@ -109,7 +110,7 @@ func parseType(flag, s string) (gguf.Type, error) {
 }
 
 // BuildOptions turns flags into library options.
-func BuildOptions(o *Options) (quantize.Options, error) {
+func BuildOptions(o *QuantizeOptions) (quantize.Options, error) {
 	ft, err := quantize.ParseFType(o.Type)
 	if err != nil {
 		return quantize.Options{}, cmdutil.FlagErrorf("%v", err)
@@ -178,8 +179,7 @@ type TensorResult struct {
 	OutputFile int    `json:"output_shard"`
 }
 
-// Run is the command's default behaviour.
-func Run(ctx context.Context, o *Options) error {
+func quantizeRun(ctx context.Context, o *QuantizeOptions) error {
 	q, err := BuildOptions(o)
 	if err != nil {
 		return err

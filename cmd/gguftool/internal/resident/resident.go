@@ -18,9 +18,10 @@ import (
 	"github.com/gguftool/gguftool/resident"
 )
 
-// Options are the parsed flags of `gguftool resident-only`.
-type Options struct {
+// ResidentOnlyOptions are the parsed flags of `gguftool resident-only`.
+type ResidentOnlyOptions struct {
 	IO       *iostreams.IOStreams
+	Version  string // recorded in the manifests as the producer's
 	Src      string
 	Out      string
 	Tiers    []string
@@ -31,13 +32,13 @@ type Options struct {
 	Full     bool
 	Pack     string
 	Split    gguf.SplitOptions
-	Version  string
 	JSON     bool
 }
 
-// NewCmd builds the command; runF replaces the run function in tests.
-func NewCmd(f *cmdutil.Factory, version string, runF func(context.Context, *Options) error) *cobra.Command {
-	o := &Options{IO: f.IOStreams, Version: version}
+// NewCmdResidentOnly builds `gguftool resident-only`; runF replaces
+// residentOnlyRun in tests.
+func NewCmdResidentOnly(f *cmdutil.Factory, runF func(context.Context, *ResidentOnlyOptions) error) *cobra.Command {
+	o := &ResidentOnlyOptions{IO: f.IOStreams, Version: f.Version}
 	cmd := &cobra.Command{
 		Use:   "resident-only SRC --tier T[,T…] -o DIR",
 		Short: "Write device-fit tiers of a model's resident (non-expert) tensors",
@@ -83,7 +84,7 @@ Examples:
 			if runF != nil {
 				return runF(cmd.Context(), o)
 			}
-			return Run(cmd.Context(), o)
+			return residentOnlyRun(cmd.Context(), o)
 		},
 	}
 	fl := cmd.Flags()
@@ -108,8 +109,7 @@ type Result struct {
 	Tiers  []*resident.Manifest `json:"tiers"`
 }
 
-// Run is the command's default behaviour.
-func Run(ctx context.Context, o *Options) error {
+func residentOnlyRun(ctx context.Context, o *ResidentOnlyOptions) error {
 	ro := resident.Options{Tiers: o.Tiers, Fit: o.Fit, FitLabel: o.FitLabel, Floor: gguf.TypeCount, Full: o.Full,
 		Pack: o.Pack, Split: o.Split, Producer: container.Producer{Name: "gguftool", Version: o.Version}}
 	if o.Floor != "" {

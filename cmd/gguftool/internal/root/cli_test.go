@@ -25,7 +25,7 @@ var update = flag.Bool("update", false, "rewrite docs/cli.md")
 func run(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	ios, out, errOut := iostreams.Test()
-	code := Execute(context.Background(), &cmdutil.Factory{IOStreams: ios}, args)
+	code := Execute(context.Background(), &cmdutil.Factory{IOStreams: ios, Version: Version}, args)
 	return code, out.String(), errOut.String()
 }
 
@@ -189,7 +189,7 @@ func TestDemo(t *testing.T) {
 // TestCLIReference keeps docs/cli.md in step with the commands.
 func TestCLIReference(t *testing.T) {
 	ios, _, _ := iostreams.Test()
-	got := MarkdownReference(NewCmdRoot(&cmdutil.Factory{IOStreams: ios}))
+	got := MarkdownReference(NewCmdRoot(&cmdutil.Factory{IOStreams: ios, Version: Version}))
 	path := filepath.Join("..", "..", "..", "..", "docs", "cli.md")
 	if *update {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {

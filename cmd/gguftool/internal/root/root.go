@@ -1,4 +1,4 @@
-// Package cli is gguftool's command line: the root command, the
+// Package root is gguftool's command line: the root command, the
 // subcommands (one package each), and the one place that maps errors to
 // exit codes.
 package root
@@ -15,20 +15,20 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gguftool/gguftool/cmd/gguftool/internal/bench"
+	benchcmd "github.com/gguftool/gguftool/cmd/gguftool/internal/bench"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
-	"github.com/gguftool/gguftool/cmd/gguftool/internal/demo"
+	democmd "github.com/gguftool/gguftool/cmd/gguftool/internal/demo"
 	goldencmd "github.com/gguftool/gguftool/cmd/gguftool/internal/golden"
-	"github.com/gguftool/gguftool/cmd/gguftool/internal/inspect"
+	inspectcmd "github.com/gguftool/gguftool/cmd/gguftool/internal/inspect"
 	packcmd "github.com/gguftool/gguftool/cmd/gguftool/internal/pack"
 	quantizecmd "github.com/gguftool/gguftool/cmd/gguftool/internal/quantize"
 	residentcmd "github.com/gguftool/gguftool/cmd/gguftool/internal/resident"
 	runcmd "github.com/gguftool/gguftool/cmd/gguftool/internal/run"
 	servecmd "github.com/gguftool/gguftool/cmd/gguftool/internal/serve"
-	"github.com/gguftool/gguftool/cmd/gguftool/internal/synth"
+	synthcmd "github.com/gguftool/gguftool/cmd/gguftool/internal/synth"
 	tierscmd "github.com/gguftool/gguftool/cmd/gguftool/internal/tiers"
 	tracecmd "github.com/gguftool/gguftool/cmd/gguftool/internal/trace"
-	"github.com/gguftool/gguftool/cmd/gguftool/internal/verify"
+	verifycmd "github.com/gguftool/gguftool/cmd/gguftool/internal/verify"
 	"github.com/gguftool/gguftool/container"
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/iostreams"
@@ -37,7 +37,8 @@ import (
 	"github.com/gguftool/gguftool/trace"
 )
 
-// Version is the tool's version; release builds set it with
+// Version is the tool's version, which Main hands the commands through
+// the factory; release builds set it with
 // -ldflags "-X github.com/gguftool/gguftool/cmd/gguftool/internal/root.Version=…".
 var Version = "0.1.0-dev"
 
@@ -54,8 +55,8 @@ func FormatVersions() []string {
 	}
 }
 
-func versionText() string {
-	v := Version
+func versionText(version string) string {
+	v := version
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
 			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
@@ -71,7 +72,7 @@ func versionText() string {
 	return b.String()
 }
 
-// NewCmdRoot builds the command tree.
+// NewCmdRoot builds the command tree; --version prints f.Version.
 func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "gguftool <command>",
@@ -84,36 +85,34 @@ JSON document. Sizes accept decimal (M, G) and binary (MiB, GiB) suffixes.
 Environment variables GGUFTOOL_<NAME> override defaults; flags override
 both.
 ` + cmdutil.ExitCodesHelp,
-		Version:       Version,
+		Version:       f.Version,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
 	root.SetVersionTemplate("{{.Annotations.versionText}}")
-	root.Annotations = map[string]string{"versionText": versionText()}
+	root.Annotations = map[string]string{"versionText": versionText(f.Version)}
 	root.PersistentFlags().BoolVarP(&f.IOStreams.Quiet, "quiet", "q", cmdutil.EnvOr("QUIET", "") != "", "no progress output ($GGUFTOOL_QUIET)")
 	root.SetOut(f.IOStreams.Out)
 	root.SetErr(f.IOStreams.ErrOut)
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return &cmdutil.FlagError{Err: fmt.Errorf("%s: %w", cmd.CommandPath(), err)}
-	})
+	root.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
 	root.AddCommand(
-		synth.NewCmd(f, nil),
-		inspect.NewCmd(f, nil),
-		demo.NewCmd(f, nil),
-		quantizecmd.NewCmd(f, nil),
-		packcmd.NewCmd(f, Version, nil),
+		synthcmd.NewCmdSynth(f, nil),
+		inspectcmd.NewCmdInspect(f, nil),
+		democmd.NewCmdDemo(f, nil),
+		quantizecmd.NewCmdQuantize(f, nil),
+		packcmd.NewCmdPack(f, nil),
 		packcmd.NewCmdUnpack(f, nil),
-		verify.NewCmd(f, nil),
-		residentcmd.NewCmd(f, Version, nil),
-		tierscmd.NewCmd(f),
-		tierscmd.NewCmdMigrate(f),
-		tierscmd.NewCmdEnsureHot(f),
+		verifycmd.NewCmdVerify(f, nil),
+		residentcmd.NewCmdResidentOnly(f, nil),
+		tierscmd.NewCmdTiers(f),
+		tierscmd.NewCmdMigrate(f, nil),
+		tierscmd.NewCmdEnsureHot(f, nil),
 		tierscmd.NewCmdTwins(f),
-		runcmd.NewCmd(f, nil),
-		servecmd.NewCmd(f, nil),
-		goldencmd.NewCmd(f),
-		tracecmd.NewCmd(f),
-		bench.NewCmd(f),
+		runcmd.NewCmdRun(f, nil),
+		servecmd.NewCmdServe(f, nil),
+		goldencmd.NewCmdGolden(f),
+		tracecmd.NewCmdTrace(f),
+		benchcmd.NewCmdBench(f),
 	)
 	return root
 }
@@ -121,13 +120,12 @@ both.
 // ExitCode maps an error to the exit code scripts branch on.
 func ExitCode(err error) int {
 	var ee *cmdutil.ExitError
-	var fe *cmdutil.FlagError
 	switch {
 	case err == nil:
 		return cmdutil.ExitOK
 	case errors.As(err, &ee):
 		return ee.Code
-	case errors.As(err, &fe), strings.HasPrefix(err.Error(), "unknown command"), errors.Is(err, tiers.ErrConfig):
+	case cmdutil.IsUsageError(err), errors.Is(err, tiers.ErrConfig):
 		return cmdutil.ExitUsage
 	case errors.Is(err, tiers.ErrNotTwin):
 		return cmdutil.ExitCorrupt
@@ -146,7 +144,7 @@ func ExitCode(err error) int {
 func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	f := &cmdutil.Factory{IOStreams: iostreams.System()}
+	f := &cmdutil.Factory{IOStreams: iostreams.System(), Version: Version}
 	return Execute(ctx, f, os.Args[1:])
 }
 
@@ -159,8 +157,7 @@ func Execute(ctx context.Context, f *cmdutil.Factory, args []string) int {
 		return cmdutil.ExitOK
 	}
 	fmt.Fprintf(f.IOStreams.ErrOut, "gguftool: %v\n", err)
-	var fe *cmdutil.FlagError
-	if errors.As(err, &fe) || strings.HasPrefix(err.Error(), "unknown command") {
+	if cmdutil.IsUsageError(err) {
 		fmt.Fprintf(f.IOStreams.ErrOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return ExitCode(err)

@@ -1,11 +1,13 @@
 package root
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
+	"strings"
 	"testing"
 
 	runcmd "github.com/gguftool/gguftool/cmd/gguftool/internal/run"
@@ -13,20 +15,56 @@ import (
 
 // TestMain lets a test run the command line in a child process (to
 // measure its peak memory): GGUFTOOL_CLI_CHILD=1 makes this binary
-// gguftool.
+// gguftool, and GGUFTOOL_CLI_CHILD_PEAK names a file for its peak
+// resident set size.
 func TestMain(m *testing.M) {
 	if os.Getenv("GGUFTOOL_CLI_CHILD") == "1" {
-		os.Exit(Main())
+		code := Main()
+		if path := os.Getenv("GGUFTOOL_CLI_CHILD_PEAK"); path != "" {
+			if err := writePeakRSS(path); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				code = 1
+			}
+		}
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
+}
+
+// writePeakRSS writes the process's peak resident set size (VmHWM) in
+// bytes. The child reports it itself because its rusage would not do:
+// os/exec starts a child with vfork, so until exec it shares the test
+// process's memory, and Linux counts that process's peak into the
+// child's ru_maxrss, whatever tests ran before in it.
+func writePeakRSS(path string) error {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if kb, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			var n int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(kb), "%d kB", &n); err != nil {
+				return fmt.Errorf("VmHWM %q: %w", kb, err)
+			}
+			return os.WriteFile(path, []byte(fmt.Sprint(n<<10)), 0o644)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("no VmHWM in /proc/self/status")
 }
 
 // child runs gguftool args in a new process and returns its --json output
 // and peak resident set size in bytes.
 func child(t *testing.T, args ...string) (runcmd.Report, int64) {
 	t.Helper()
+	peakFile := filepath.Join(t.TempDir(), "peak")
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "GGUFTOOL_CLI_CHILD=1")
+	cmd.Env = append(os.Environ(), "GGUFTOOL_CLI_CHILD=1", "GGUFTOOL_CLI_CHILD_PEAK="+peakFile)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("%v: %v: %s", args, err, out)
@@ -35,8 +73,15 @@ func child(t *testing.T, args ...string) (runcmd.Report, int64) {
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("%v: %v: %s", args, err, out)
 	}
-	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	return r, ru.Maxrss * 1024
+	data, err := os.ReadFile(peakFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var peak int64
+	if _, err := fmt.Sscan(string(data), &peak); err != nil {
+		t.Fatalf("peak RSS %q: %v", data, err)
+	}
+	return r, peak
 }
 
 // TestStreamingMemory: streaming through a one-slot cache keeps the whole

@@ -42,9 +42,9 @@ func TestServe(t *testing.T) {
 
 	ios, _, _ := iostreams.Test()
 	ready := make(chan string, 1)
-	cmd := servecmd.NewCmd(&cmdutil.Factory{IOStreams: ios}, func(ctx context.Context, o *servecmd.Options) error {
+	cmd := servecmd.NewCmdServe(&cmdutil.Factory{IOStreams: ios}, func(ctx context.Context, o *servecmd.ServeOptions) error {
 		o.Ready = func(addr string) { ready <- addr }
-		return servecmd.Run(ctx, o)
+		return servecmd.ServeRun(ctx, o)
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -95,9 +95,9 @@ func TestServe(t *testing.T) {
 	t.Setenv("GGUFTOOL_CONFIG", "")
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	ctx2, cancel2 := context.WithCancel(context.Background())
-	cmd = servecmd.NewCmd(&cmdutil.Factory{IOStreams: ios}, func(ctx context.Context, o *servecmd.Options) error {
+	cmd = servecmd.NewCmdServe(&cmdutil.Factory{IOStreams: ios}, func(ctx context.Context, o *servecmd.ServeOptions) error {
 		o.Ready = func(addr string) { cancel2() }
-		return servecmd.Run(ctx, o)
+		return servecmd.ServeRun(ctx, o)
 	})
 	cmd.SetArgs([]string{src, "--addr", "127.0.0.1:0"})
 	if err := cmd.ExecuteContext(ctx2); err != nil {

@@ -22,8 +22,8 @@ import (
 // Schema identifies the --json output.
 const Schema = "gguftool.run/v1"
 
-// Options are the parsed flags of `gguftool run`.
-type Options struct {
+// RunOptions are the parsed flags of `gguftool run`.
+type RunOptions struct {
 	IO        *iostreams.IOStreams
 	Model     string
 	Prompt    string
@@ -37,9 +37,9 @@ type Options struct {
 	Flags     runflags.Model
 }
 
-// NewCmd builds the command; runF replaces the run function in tests.
-func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams}
+// NewCmdRun builds `gguftool run`; runF replaces runRun in tests.
+func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *RunOptions) error) *cobra.Command {
+	opts := &RunOptions{IO: f.IOStreams}
 	cmd := &cobra.Command{
 		Use:   "run MODEL (--prompt TEXT | --prompt-ids IDS) [-n N]",
 		Short: "Generate tokens from a GGUF or a pack with the CPU runtime",
@@ -69,10 +69,19 @@ Examples:
 		Args: cmdutil.ExactArgs(1, "a model (GGUF file or pack directory)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Model = args[0]
+			if (opts.Prompt == "") == (opts.PromptIDs == "") {
+				return cmdutil.FlagErrorf("give exactly one of --prompt and --prompt-ids")
+			}
+			if opts.MaxTokens < 0 {
+				return cmdutil.FlagErrorf("-n %d: must be ≥ 0", opts.MaxTokens)
+			}
+			if err := opts.Sampler.Validate(); err != nil {
+				return cmdutil.FlagErrorf("%v", err)
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			return Run(cmd.Context(), opts)
+			return runRun(cmd.Context(), opts)
 		},
 	}
 	fl := cmd.Flags()
@@ -150,17 +159,7 @@ func ParseIDs(s string) ([]int, error) {
 	return ids, nil
 }
 
-// Run is the command's default behaviour.
-func Run(ctx context.Context, opts *Options) error {
-	if (opts.Prompt == "") == (opts.PromptIDs == "") {
-		return cmdutil.FlagErrorf("give exactly one of --prompt and --prompt-ids")
-	}
-	if opts.MaxTokens < 0 {
-		return cmdutil.FlagErrorf("-n %d: must be ≥ 0", opts.MaxTokens)
-	}
-	if err := opts.Sampler.Validate(); err != nil {
-		return cmdutil.FlagErrorf("%v", err)
-	}
+func runRun(ctx context.Context, opts *RunOptions) error {
 	ro, err := opts.Flags.Options()
 	if err != nil {
 		return err

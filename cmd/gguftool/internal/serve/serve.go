@@ -22,8 +22,8 @@ import (
 	"github.com/gguftool/gguftool/tiers"
 )
 
-// Options are the parsed flags of `gguftool serve`.
-type Options struct {
+// ServeOptions are the parsed flags of `gguftool serve`.
+type ServeOptions struct {
 	IO               *iostreams.IOStreams
 	Model            string
 	Addr             string
@@ -44,9 +44,9 @@ type Options struct {
 	Ready func(addr string)
 }
 
-// NewCmd builds the command; runF replaces the run function in tests.
-func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	o := &Options{IO: f.IOStreams, MaxBody: 1 << 20}
+// NewCmdServe builds `gguftool serve`; runF replaces ServeRun in tests.
+func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *ServeOptions) error) *cobra.Command {
+	o := &ServeOptions{IO: f.IOStreams, MaxBody: 1 << 20}
 	cmd := &cobra.Command{
 		Use:   "serve MODEL [--addr 127.0.0.1:8080]",
 		Short: "Serve a model over an OpenAI-compatible HTTP API",
@@ -92,10 +92,16 @@ Examples:
 		Args: cmdutil.ExactArgs(1, "a model (pack directory or GGUF)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Model = args[0]
+			if !loopback(o.Addr) && o.APIKey == "" {
+				return cmdutil.FlagErrorf("--addr %s is not loopback: set --api-key (or $GGUFTOOL_API_KEY)", o.Addr)
+			}
+			if o.LogFormat != "text" && o.LogFormat != "json" {
+				return cmdutil.FlagErrorf("--log-format %q: want text or json", o.LogFormat)
+			}
 			if runF != nil {
 				return runF(cmd.Context(), o)
 			}
-			return Run(cmd.Context(), o)
+			return ServeRun(cmd.Context(), o)
 		},
 	}
 	fl := cmd.Flags()
@@ -128,14 +134,10 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// Run is the command's default behaviour.
-func Run(ctx context.Context, o *Options) error {
-	if !loopback(o.Addr) && o.APIKey == "" {
-		return cmdutil.FlagErrorf("--addr %s is not loopback: set --api-key (or $GGUFTOOL_API_KEY)", o.Addr)
-	}
-	if o.LogFormat != "text" && o.LogFormat != "json" {
-		return cmdutil.FlagErrorf("--log-format %q: want text or json", o.LogFormat)
-	}
+// ServeRun serves until ctx is cancelled. It is exported, unlike the
+// other commands' run functions, so that the end-to-end tests can wrap it
+// to learn the address through ServeOptions.Ready.
+func ServeRun(ctx context.Context, o *ServeOptions) error {
 	ro, err := o.Flags.Options()
 	if err != nil {
 		return err

@@ -15,8 +15,8 @@ import (
 	"github.com/gguftool/gguftool/synth"
 )
 
-// Options are the parsed flags of `gguftool synth`.
-type Options struct {
+// SynthOptions are the parsed flags of `gguftool synth`.
+type SynthOptions struct {
 	IO *iostreams.IOStreams
 
 	Output     string
@@ -27,9 +27,9 @@ type Options struct {
 	JSON       bool
 }
 
-// NewCmd builds the command; runF replaces the run function in tests.
-func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams}
+// NewCmdSynth builds `gguftool synth`; runF replaces synthRun in tests.
+func NewCmdSynth(f *cmdutil.Factory, runF func(context.Context, *SynthOptions) error) *cobra.Command {
+	opts := &SynthOptions{IO: f.IOStreams}
 	var arch string
 	var c synth.Config
 	cmd := &cobra.Command{
@@ -74,9 +74,7 @@ Examples:
 				return cmdutil.FlagErrorf("synth: --output is required")
 			}
 			base := synth.Defaults(arch)
-			if err := mergeConfig(&base, c, cmd); err != nil {
-				return err
-			}
+			mergeConfig(&base, c, cmd)
 			t, err := gguf.ParseType(opts.Type)
 			if err != nil {
 				return cmdutil.FlagErrorf("synth: --type: %v", err)
@@ -96,7 +94,7 @@ Examples:
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			return Run(cmd.Context(), opts)
+			return synthRun(cmd.Context(), opts)
 		},
 	}
 	fl := cmd.Flags()
@@ -128,7 +126,7 @@ Examples:
 
 // mergeConfig overrides the architecture defaults with the flags the user
 // set.
-func mergeConfig(base *synth.Config, c synth.Config, cmd *cobra.Command) error {
+func mergeConfig(base *synth.Config, c synth.Config, cmd *cobra.Command) {
 	set := func(name string, dst *int, v int) {
 		if cmd.Flags().Changed(name) {
 			*dst = v
@@ -150,7 +148,6 @@ func mergeConfig(base *synth.Config, c synth.Config, cmd *cobra.Command) error {
 	base.Seed = c.Seed
 	base.Name = c.Name
 	base.FusedGateUp = c.FusedGateUp
-	return nil
 }
 
 // Result is the JSON summary of a synth run.
@@ -170,7 +167,7 @@ type FileResult struct {
 
 // Write synthesizes the model described by opts to disk and returns the
 // paths written. The demo and the tests call it directly.
-func Write(ctx context.Context, opts *Options) ([]string, error) {
+func Write(ctx context.Context, opts *SynthOptions) ([]string, error) {
 	kvs, tensors, err := opts.Config.Model()
 	if err != nil {
 		return nil, err
@@ -199,8 +196,7 @@ func Write(ctx context.Context, opts *Options) ([]string, error) {
 	return []string{opts.Output}, nil
 }
 
-// Run is the command's default behaviour.
-func Run(ctx context.Context, opts *Options) error {
+func synthRun(ctx context.Context, opts *SynthOptions) error {
 	paths, err := Write(ctx, opts)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package tiers
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -10,9 +11,9 @@ import (
 	"github.com/gguftool/gguftool/tiers"
 )
 
+// moveOptions are the flags migrate and ensure-hot share.
 type moveOptions struct {
-	common
-	To, From   string
+	baseOptions
 	DryRun     bool
 	AllowCache bool
 	BWLimit    int64
@@ -32,9 +33,17 @@ const artifactHelp = `ARTIFACT is a path inside a tier (a pack directory, a GGUF
 shard of a split set, which stands for the whole set) or an artifact's name
 relative to its tier's root (models/qwen3 for models/qwen3-000NN-of-000MM.gguf).`
 
-// NewCmdMigrate builds `gguftool migrate`.
-func NewCmdMigrate(f *cmdutil.Factory) *cobra.Command {
-	o := &moveOptions{common: common{IO: f.IOStreams}}
+// MigrateOptions are the parsed flags of `gguftool migrate`.
+type MigrateOptions struct {
+	moveOptions
+	Artifact string
+	To, From string
+}
+
+// NewCmdMigrate builds `gguftool migrate`; runF replaces migrateRun in
+// tests.
+func NewCmdMigrate(f *cmdutil.Factory, runF func(context.Context, *MigrateOptions) error) *cobra.Command {
+	o := &MigrateOptions{moveOptions: moveOptions{baseOptions: baseOptions{IO: f.IOStreams}}}
 	cmd := &cobra.Command{
 		Use:   "migrate ARTIFACT --to TIER",
 		Short: "Move an artifact to another tier, never dropping the last verified copy",
@@ -61,30 +70,14 @@ Examples:
 ` + configHelp + "\n" + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(1, "an artifact"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Artifact = args[0]
 			if o.To == "" {
 				return cmdutil.FlagErrorf("migrate: --to TIER is required")
 			}
-			m, err := o.open(cmd.Context(), recoveryUnless(o.DryRun))
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(cmd.Context(), o)
 			}
-			defer m.Close()
-			to, ok := m.Config.Tier(o.To)
-			if !ok {
-				return cmdutil.FlagErrorf("migrate: no tier %q in %s", o.To, m.Config.Path)
-			}
-			if o.From != "" {
-				if _, ok := m.Config.Tier(o.From); !ok {
-					return cmdutil.FlagErrorf("migrate: no tier %q in %s", o.From, m.Config.Path)
-				}
-			}
-			name, err := m.Resolve(args[0])
-			if err != nil {
-				return err
-			}
-			m.AllowCachedDigests, m.BWLimit = o.AllowCache, o.BWLimit
-			res, err := m.Migrate(cmd.Context(), name, o.From, to, o.DryRun)
-			return o.report(res, nil, err)
+			return migrateRun(cmd.Context(), o)
 		},
 	}
 	o.addMoveFlags(cmd)
@@ -93,9 +86,41 @@ Examples:
 	return cmd
 }
 
-// NewCmdEnsureHot builds `gguftool ensure-hot`.
-func NewCmdEnsureHot(f *cmdutil.Factory) *cobra.Command {
-	o := &moveOptions{common: common{IO: f.IOStreams}}
+func migrateRun(ctx context.Context, o *MigrateOptions) error {
+	m, err := o.open(ctx, recoveryUnless(o.DryRun))
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	to, ok := m.Config.Tier(o.To)
+	if !ok {
+		return cmdutil.FlagErrorf("migrate: no tier %q in %s", o.To, m.Config.Path)
+	}
+	if o.From != "" {
+		if _, ok := m.Config.Tier(o.From); !ok {
+			return cmdutil.FlagErrorf("migrate: no tier %q in %s", o.From, m.Config.Path)
+		}
+	}
+	name, err := m.Resolve(o.Artifact)
+	if err != nil {
+		return err
+	}
+	m.AllowCachedDigests, m.BWLimit = o.AllowCache, o.BWLimit
+	res, err := m.Migrate(ctx, name, o.From, to, o.DryRun)
+	return o.report(res, nil, err)
+}
+
+// EnsureHotOptions are the parsed flags of `gguftool ensure-hot`.
+type EnsureHotOptions struct {
+	moveOptions
+	Artifact string
+	Tier     string // the hot tier; "" for the first with role hot
+}
+
+// NewCmdEnsureHot builds `gguftool ensure-hot`; runF replaces
+// ensureHotRun in tests.
+func NewCmdEnsureHot(f *cmdutil.Factory, runF func(context.Context, *EnsureHotOptions) error) *cobra.Command {
+	o := &EnsureHotOptions{moveOptions: moveOptions{baseOptions: baseOptions{IO: f.IOStreams}}}
 	cmd := &cobra.Command{
 		Use:   "ensure-hot ARTIFACT",
 		Short: "Bring an artifact back onto the hot tier",
@@ -114,27 +139,35 @@ Examples:
 ` + configHelp + "\n" + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(1, "an artifact"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := o.open(cmd.Context(), recoveryUnless(o.DryRun))
-			if err != nil {
-				return err
+			o.Artifact = args[0]
+			if runF != nil {
+				return runF(cmd.Context(), o)
 			}
-			defer m.Close()
-			hot, err := m.Config.HotTier(o.To)
-			if err != nil {
-				return err
-			}
-			name, err := m.Resolve(args[0])
-			if err != nil {
-				return err
-			}
-			m.AllowCachedDigests, m.BWLimit = o.AllowCache, o.BWLimit
-			res, ev, err := m.EnsureHot(cmd.Context(), name, hot, o.DryRun)
-			return o.report(res, ev, err)
+			return ensureHotRun(cmd.Context(), o)
 		},
 	}
 	o.addMoveFlags(cmd)
-	cmd.Flags().StringVar(&o.To, "tier", "", "hot tier to bring it to (default: the first with role hot)")
+	cmd.Flags().StringVar(&o.Tier, "tier", "", "hot tier to bring it to (default: the first with role hot)")
 	return cmd
+}
+
+func ensureHotRun(ctx context.Context, o *EnsureHotOptions) error {
+	m, err := o.open(ctx, recoveryUnless(o.DryRun))
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	hot, err := m.Config.HotTier(o.Tier)
+	if err != nil {
+		return err
+	}
+	name, err := m.Resolve(o.Artifact)
+	if err != nil {
+		return err
+	}
+	m.AllowCachedDigests, m.BWLimit = o.AllowCache, o.BWLimit
+	res, ev, err := m.EnsureHot(ctx, name, hot, o.DryRun)
+	return o.report(res, ev, err)
 }
 
 // report prints a migration's outcome and passes its error on.

@@ -28,14 +28,15 @@ tiers.json (~/.config when XDG_CONFIG_HOME is unset). Before anything else
 the command finishes operations a crash interrupted after their copy was
 verified; an interrupted copy is left to resume (see gguftool tiers recover).`
 
-// common are the flags every tiers command shares.
-type common struct {
+// baseOptions are the streams and the flags every command that reads the
+// storage-tiers configuration shares.
+type baseOptions struct {
 	IO     *iostreams.IOStreams
 	Config string
 	JSON   bool
 }
 
-func (c *common) addFlags(cmd *cobra.Command) {
+func (c *baseOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&c.Config, "config", "", "storage-tiers configuration (default $GGUFTOOL_CONFIG, else $XDG_CONFIG_HOME/gguftool/storage-tiers.json)")
 	cmd.Flags().BoolVar(&c.JSON, "json", false, "print one JSON document on stdout")
 }
@@ -52,7 +53,7 @@ const (
 // open loads the configuration and returns a Manager reporting to the
 // command's streams, after the automatic recovery (RecoverAuto) unless
 // rec is noRecovery.
-func (c *common) open(ctx context.Context, rec recovery) (*tiers.Manager, error) {
+func (c *baseOptions) open(ctx context.Context, rec recovery) (*tiers.Manager, error) {
 	path, err := tiers.ConfigPath(c.Config)
 	if err != nil {
 		return nil, err
@@ -178,8 +179,8 @@ func parseAge(s string) (time.Duration, error) {
 	return total, nil
 }
 
-// NewCmd builds `gguftool tiers` and its subcommands.
-func NewCmd(f *cmdutil.Factory) *cobra.Command {
+// NewCmdTiers builds `gguftool tiers` and its subcommands.
+func NewCmdTiers(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tiers <command>",
 		Short: "Storage tiers: status, recovery, eviction, scrubbing",
@@ -192,12 +193,19 @@ Each tier keeps its journal, locks, digest records and usage record in a
 See also: gguftool migrate, gguftool ensure-hot, gguftool twins.
 ` + configHelp + "\n" + cmdutil.ExitCodesHelp,
 	}
-	cmd.AddCommand(newCmdStatus(f), newCmdRecover(f), newCmdEvict(f), newCmdScrub(f))
+	cmd.AddCommand(NewCmdTiersStatus(f, nil), NewCmdTiersRecover(f, nil), NewCmdTiersEvict(f, nil), NewCmdTiersScrub(f, nil))
 	return cmd
 }
 
-func newCmdStatus(f *cmdutil.Factory) *cobra.Command {
-	o := &common{IO: f.IOStreams}
+// TiersStatusOptions are the parsed flags of `gguftool tiers status`.
+type TiersStatusOptions struct {
+	baseOptions
+}
+
+// NewCmdTiersStatus builds `gguftool tiers status`; runF replaces
+// tiersStatusRun in tests.
+func NewCmdTiersStatus(f *cmdutil.Factory, runF func(context.Context, *TiersStatusOptions) error) *cobra.Command {
+	o := &TiersStatusOptions{baseOptions{IO: f.IOStreams}}
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show each tier's budget, use and artifacts",
@@ -216,24 +224,31 @@ Examples:
 ` + configHelp + "\n" + cmdutil.ExitCodesHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := o.open(cmd.Context(), recoverOrReport)
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(cmd.Context(), o)
 			}
-			defer m.Close()
-			s, err := m.Status()
-			if err != nil {
-				return err
-			}
-			if o.JSON {
-				return cmdutil.PrintJSON(o.IO.Out, s)
-			}
-			printStatus(o.IO, s, time.Now())
-			return nil
+			return tiersStatusRun(cmd.Context(), o)
 		},
 	}
 	o.addFlags(cmd)
 	return cmd
+}
+
+func tiersStatusRun(ctx context.Context, o *TiersStatusOptions) error {
+	m, err := o.open(ctx, recoverOrReport)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	s, err := m.Status()
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		return cmdutil.PrintJSON(o.IO.Out, s)
+	}
+	printStatus(o.IO, s, time.Now())
+	return nil
 }
 
 func printStatus(io *iostreams.IOStreams, s *tiers.Status, now time.Time) {
@@ -275,13 +290,16 @@ func printStatus(io *iostreams.IOStreams, s *tiers.Status, now time.Time) {
 	}
 }
 
-type recoverOptions struct {
-	common
+// TiersRecoverOptions are the parsed flags of `gguftool tiers recover`.
+type TiersRecoverOptions struct {
+	baseOptions
 	Rollback bool
 }
 
-func newCmdRecover(f *cmdutil.Factory) *cobra.Command {
-	o := &recoverOptions{common: common{IO: f.IOStreams}}
+// NewCmdTiersRecover builds `gguftool tiers recover`; runF replaces
+// tiersRecoverRun in tests.
+func NewCmdTiersRecover(f *cmdutil.Factory, runF func(context.Context, *TiersRecoverOptions) error) *cobra.Command {
+	o := &TiersRecoverOptions{baseOptions: baseOptions{IO: f.IOStreams}}
 	cmd := &cobra.Command{
 		Use:   "recover",
 		Short: "Finish or roll back operations a crash interrupted",
@@ -300,47 +318,10 @@ Examples:
 ` + configHelp + "\n" + cmdutil.ExitCodesHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := o.open(cmd.Context(), noRecovery)
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(cmd.Context(), o)
 			}
-			defer m.Close()
-			mode := tiers.RecoverFinish
-			if o.Rollback {
-				mode = tiers.RecoverRollback
-			}
-			recs, err := m.Recover(cmd.Context(), mode)
-			if recs == nil {
-				recs = []tiers.Recovered{}
-			}
-			if o.JSON {
-				if jerr := cmdutil.PrintJSON(o.IO.Out, recoverDoc{Schema: "gguftool.tiers-recover", Version: 1, Operations: recs}); jerr != nil {
-					return jerr
-				}
-			} else {
-				for _, r := range recs {
-					fmt.Fprintf(o.IO.Out, "%s %s of %s from %s to %s (journal %s, was at step %s)", r.Outcome, r.Op, r.Artifact, r.From, r.To, r.ID, r.Step)
-					if r.Error != "" {
-						fmt.Fprintf(o.IO.Out, ": %s", r.Error)
-					}
-					fmt.Fprintln(o.IO.Out)
-				}
-				if len(recs) == 0 {
-					fmt.Fprintln(o.IO.Out, "nothing to recover")
-				}
-			}
-			if err != nil {
-				return err
-			}
-			for _, r := range recs {
-				switch r.Outcome {
-				case "busy":
-					return &cmdutil.ExitError{Code: cmdutil.ExitBusy, Err: fmt.Errorf("%s of %s is in progress in another process", r.Op, r.Artifact)}
-				case "offline":
-					return &cmdutil.ExitError{Code: cmdutil.ExitFailure, Err: fmt.Errorf("%s of %s waits for an offline tier", r.Op, r.Artifact)}
-				}
-			}
-			return nil
+			return tiersRecoverRun(cmd.Context(), o)
 		},
 	}
 	o.addFlags(cmd)
@@ -348,8 +329,57 @@ Examples:
 	return cmd
 }
 
-type evictOptions struct {
-	common
+func tiersRecoverRun(ctx context.Context, o *TiersRecoverOptions) error {
+	m, err := o.open(ctx, noRecovery)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	mode := tiers.RecoverFinish
+	if o.Rollback {
+		mode = tiers.RecoverRollback
+	}
+	recs, err := m.Recover(ctx, mode)
+	if recs == nil {
+		recs = []tiers.Recovered{}
+	}
+	if o.JSON {
+		if jerr := cmdutil.PrintJSON(o.IO.Out, recoverDoc{Schema: "gguftool.tiers-recover", Version: 1, Operations: recs}); jerr != nil {
+			return jerr
+		}
+	} else {
+		printRecovered(o.IO, recs)
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		switch r.Outcome {
+		case "busy":
+			return &cmdutil.ExitError{Code: cmdutil.ExitBusy, Err: fmt.Errorf("%s of %s is in progress in another process", r.Op, r.Artifact)}
+		case "offline":
+			return &cmdutil.ExitError{Code: cmdutil.ExitFailure, Err: fmt.Errorf("%s of %s waits for an offline tier", r.Op, r.Artifact)}
+		}
+	}
+	return nil
+}
+
+func printRecovered(io *iostreams.IOStreams, recs []tiers.Recovered) {
+	for _, r := range recs {
+		fmt.Fprintf(io.Out, "%s %s of %s from %s to %s (journal %s, was at step %s)", r.Outcome, r.Op, r.Artifact, r.From, r.To, r.ID, r.Step)
+		if r.Error != "" {
+			fmt.Fprintf(io.Out, ": %s", r.Error)
+		}
+		fmt.Fprintln(io.Out)
+	}
+	if len(recs) == 0 {
+		fmt.Fprintln(io.Out, "nothing to recover")
+	}
+}
+
+// TiersEvictOptions are the parsed flags of `gguftool tiers evict`.
+type TiersEvictOptions struct {
+	baseOptions
 	Tier, CopyTo string
 	Free         int64
 	DryRun       bool
@@ -357,8 +387,10 @@ type evictOptions struct {
 	BWLimit      int64
 }
 
-func newCmdEvict(f *cmdutil.Factory) *cobra.Command {
-	o := &evictOptions{common: common{IO: f.IOStreams}}
+// NewCmdTiersEvict builds `gguftool tiers evict`; runF replaces
+// tiersEvictRun in tests.
+func NewCmdTiersEvict(f *cmdutil.Factory, runF func(context.Context, *TiersEvictOptions) error) *cobra.Command {
+	o := &TiersEvictOptions{baseOptions: baseOptions{IO: f.IOStreams}}
 	cmd := &cobra.Command{
 		Use:   "evict --tier TIER --free SIZE",
 		Short: "Make room on a tier by migrating least-recently-used artifacts",
@@ -380,27 +412,10 @@ Examples:
 			if o.Tier == "" || o.Free <= 0 {
 				return cmdutil.FlagErrorf("tiers evict: --tier and a positive --free are required")
 			}
-			m, err := o.open(cmd.Context(), recoveryUnless(o.DryRun))
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(cmd.Context(), o)
 			}
-			defer m.Close()
-			t, ok := m.Config.Tier(o.Tier)
-			if !ok {
-				return cmdutil.FlagErrorf("tiers evict: no tier %q in %s", o.Tier, m.Config.Path)
-			}
-			m.AllowCachedDigests, m.BWLimit = o.AllowCache, o.BWLimit
-			r, err := m.Evict(cmd.Context(), t, o.Free, o.CopyTo, "", o.DryRun)
-			if r != nil {
-				if o.JSON {
-					if jerr := cmdutil.PrintJSON(o.IO.Out, evictDoc{Schema: "gguftool.tiers-evict", Version: 1, Eviction: r, Error: errText(err)}); jerr != nil {
-						return jerr
-					}
-				} else {
-					printEvict(o.IO, r)
-				}
-			}
-			return err
+			return tiersEvictRun(cmd.Context(), o)
 		},
 	}
 	o.addFlags(cmd)
@@ -411,6 +426,30 @@ Examples:
 	cmd.Flags().BoolVar(&o.AllowCache, "allow-cached-digests", false, "trust recorded digests of unchanged files instead of re-reading the twin")
 	cmd.Flags().Var(cmdutil.SizeValue{N: &o.BWLimit}, "bwlimit", "cap copies at this many bytes per second")
 	return cmd
+}
+
+func tiersEvictRun(ctx context.Context, o *TiersEvictOptions) error {
+	m, err := o.open(ctx, recoveryUnless(o.DryRun))
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	t, ok := m.Config.Tier(o.Tier)
+	if !ok {
+		return cmdutil.FlagErrorf("tiers evict: no tier %q in %s", o.Tier, m.Config.Path)
+	}
+	m.AllowCachedDigests, m.BWLimit = o.AllowCache, o.BWLimit
+	r, err := m.Evict(ctx, t, o.Free, o.CopyTo, "", o.DryRun)
+	if r != nil {
+		if o.JSON {
+			if jerr := cmdutil.PrintJSON(o.IO.Out, evictDoc{Schema: "gguftool.tiers-evict", Version: 1, Eviction: r, Error: errText(err)}); jerr != nil {
+				return jerr
+			}
+		} else {
+			printEvict(o.IO, r)
+		}
+	}
+	return err
 }
 
 func printEvict(io *iostreams.IOStreams, r *tiers.EvictResult) {
@@ -434,14 +473,18 @@ func printEvict(io *iostreams.IOStreams, r *tiers.EvictResult) {
 	fmt.Fprintf(io.Out, "tier %s: %s available before, %s after, %s wanted\n", r.Tier, human(r.Before), human(r.After), human(r.Wanted))
 }
 
-type scrubOptions struct {
-	common
-	OlderThan string
+// TiersScrubOptions are the parsed flags of `gguftool tiers scrub`.
+type TiersScrubOptions struct {
+	baseOptions
+	OlderThan time.Duration
 	Tiers     []string
 }
 
-func newCmdScrub(f *cmdutil.Factory) *cobra.Command {
-	o := &scrubOptions{common: common{IO: f.IOStreams}}
+// NewCmdTiersScrub builds `gguftool tiers scrub`; runF replaces
+// tiersScrubRun in tests.
+func NewCmdTiersScrub(f *cmdutil.Factory, runF func(context.Context, *TiersScrubOptions) error) *cobra.Command {
+	o := &TiersScrubOptions{baseOptions: baseOptions{IO: f.IOStreams}}
+	var olderThan string // parsed by parseAge, which knows days
 	cmd := &cobra.Command{
 		Use:   "scrub",
 		Short: "Re-verify copies against their recorded digests",
@@ -458,40 +501,48 @@ Examples:
 ` + configHelp + "\n" + cmdutil.ExitCodesHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			older, err := parseAge(o.OlderThan)
-			if err != nil {
+			var err error
+			if o.OlderThan, err = parseAge(olderThan); err != nil {
 				return cmdutil.FlagErrorf("tiers scrub: --older-than: %v", err)
 			}
-			m, err := o.open(cmd.Context(), recoverOrFail)
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(cmd.Context(), o)
 			}
-			defer m.Close()
-			r, err := m.Scrub(cmd.Context(), o.Tiers, older)
-			if r != nil {
-				if o.JSON {
-					if jerr := cmdutil.PrintJSON(o.IO.Out, scrubDoc{Schema: "gguftool.tiers-scrub", Version: 1, ScrubResult: r}); jerr != nil {
-						return jerr
-					}
-				} else {
-					for _, fd := range r.Findings {
-						if fd.Outcome == "recent" {
-							continue
-						}
-						fmt.Fprintf(o.IO.Out, "%-10s %s", fd.Outcome, fd.Path)
-						if fd.Detail != "" {
-							fmt.Fprintf(o.IO.Out, ": %s", fd.Detail)
-						}
-						fmt.Fprintln(o.IO.Out)
-					}
-					fmt.Fprintf(o.IO.Out, "checked %d files (%s), %d mismatched, %d skipped (recent, unrecorded or busy)\n", r.Checked, human(r.Bytes), r.Mismatch, r.Skipped)
-				}
-			}
-			return err
+			return tiersScrubRun(cmd.Context(), o)
 		},
 	}
 	o.addFlags(cmd)
-	cmd.Flags().StringVar(&o.OlderThan, "older-than", "30d", "re-verify files last verified longer ago than this (e.g. 30d, 12h, 0 for all)")
+	cmd.Flags().StringVar(&olderThan, "older-than", "30d", "re-verify files last verified longer ago than this (e.g. 30d, 12h, 0 for all)")
 	cmd.Flags().StringSliceVar(&o.Tiers, "tier", nil, "tiers to scrub (default: every warm and cold tier)")
 	return cmd
+}
+
+func tiersScrubRun(ctx context.Context, o *TiersScrubOptions) error {
+	m, err := o.open(ctx, recoverOrFail)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	r, err := m.Scrub(ctx, o.Tiers, o.OlderThan)
+	if r == nil {
+		return err
+	}
+	if o.JSON {
+		if jerr := cmdutil.PrintJSON(o.IO.Out, scrubDoc{Schema: "gguftool.tiers-scrub", Version: 1, ScrubResult: r}); jerr != nil {
+			return jerr
+		}
+		return err
+	}
+	for _, fd := range r.Findings {
+		if fd.Outcome == "recent" {
+			continue
+		}
+		fmt.Fprintf(o.IO.Out, "%-10s %s", fd.Outcome, fd.Path)
+		if fd.Detail != "" {
+			fmt.Fprintf(o.IO.Out, ": %s", fd.Detail)
+		}
+		fmt.Fprintln(o.IO.Out)
+	}
+	fmt.Fprintf(o.IO.Out, "checked %d files (%s), %d mismatched, %d skipped (recent, unrecorded or busy)\n", r.Checked, human(r.Bytes), r.Mismatch, r.Skipped)
+	return err
 }

@@ -1,6 +1,7 @@
 package tiers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -36,17 +37,21 @@ content. Only a verified twin lets migrate drop a copy.
 
 ` + levelsHelp + "\n" + cmdutil.ExitCodesHelp,
 	}
-	cmd.AddCommand(newCmdFind(f), newCmdVerify(f))
+	cmd.AddCommand(NewCmdTwinsFind(f, nil), NewCmdTwinsVerify(f, nil))
 	return cmd
 }
 
-type findOptions struct {
-	common
-	Verify bool
+// TwinsFindOptions are the parsed flags of `gguftool twins find`.
+type TwinsFindOptions struct {
+	baseOptions
+	Artifact string
+	Verify   bool
 }
 
-func newCmdFind(f *cmdutil.Factory) *cobra.Command {
-	o := &findOptions{common: common{IO: f.IOStreams}}
+// NewCmdTwinsFind builds `gguftool twins find`; runF replaces
+// twinsFindRun in tests.
+func NewCmdTwinsFind(f *cmdutil.Factory, runF func(context.Context, *TwinsFindOptions) error) *cobra.Command {
+	o := &TwinsFindOptions{baseOptions: baseOptions{IO: f.IOStreams}}
 	cmd := &cobra.Command{
 		Use:   "find ARTIFACT",
 		Short: "Look for twins of an artifact on the other tiers",
@@ -67,64 +72,76 @@ Examples:
 ` + configHelp + "\n" + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(1, "an artifact"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := o.open(cmd.Context(), recoverOrFail)
-			if err != nil {
-				return err
+			o.Artifact = args[0]
+			if runF != nil {
+				return runF(cmd.Context(), o)
 			}
-			defer m.Close()
-			name, err := m.Resolve(args[0])
-			if err != nil {
-				return err
-			}
-			from, err := originTier(m, args[0], name)
-			if err != nil {
-				return err
-			}
-			var total int64
-			if a, err := tiers.Find(m.FS, from.Root, name); err == nil {
-				total = 2 * a.Size
-			}
-			var p iostreams.Progress = nopProgress{}
-			if o.Verify {
-				p = o.IO.NewProgress(total, "verify "+name)
-			}
-			found, err := twins.Find(cmd.Context(), m, name, from, o.Verify, p.Add)
-			p.Finish()
-			if err != nil {
-				return err
-			}
-			twinsFound := 0
-			for _, c := range found.Candidates {
-				if c.Reason == "" {
-					twinsFound++
-				}
-			}
-			if o.JSON {
-				if err := cmdutil.PrintJSON(o.IO.Out, found); err != nil {
-					return err
-				}
-			} else {
-				fmt.Fprintf(o.IO.Out, "%s on %s (%s)\n", name, from.Name, found.Path)
-				for _, c := range found.Candidates {
-					fmt.Fprintf(o.IO.Out, "  %-12s %-10s %s", c.Tier, c.Level, c.Path)
-					if c.Reason != "" {
-						fmt.Fprintf(o.IO.Out, ": not a twin: %s", c.Reason)
-					}
-					fmt.Fprintln(o.IO.Out)
-				}
-				if len(found.Candidates) == 0 {
-					fmt.Fprintln(o.IO.Out, "  no copy on any other tier")
-				}
-			}
-			if twinsFound == 0 {
-				return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: fmt.Errorf("no twin of %s on another tier", name)}
-			}
-			return nil
+			return twinsFindRun(cmd.Context(), o)
 		},
 	}
 	o.addFlags(cmd)
 	cmd.Flags().BoolVar(&o.Verify, "verify", false, "read both copies in full (content and container levels)")
 	return cmd
+}
+
+func twinsFindRun(ctx context.Context, o *TwinsFindOptions) error {
+	m, err := o.open(ctx, recoverOrFail)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	name, err := m.Resolve(o.Artifact)
+	if err != nil {
+		return err
+	}
+	from, err := originTier(m, o.Artifact, name)
+	if err != nil {
+		return err
+	}
+	var total int64
+	if a, err := tiers.Find(m.FS, from.Root, name); err == nil {
+		total = 2 * a.Size
+	}
+	var p iostreams.Progress = nopProgress{}
+	if o.Verify {
+		p = o.IO.NewProgress(total, "verify "+name)
+	}
+	found, err := twins.Find(ctx, m, name, from, o.Verify, p.Add)
+	p.Finish()
+	if err != nil {
+		return err
+	}
+	twinsFound := 0
+	for _, c := range found.Candidates {
+		if c.Reason == "" {
+			twinsFound++
+		}
+	}
+	if o.JSON {
+		if err := cmdutil.PrintJSON(o.IO.Out, found); err != nil {
+			return err
+		}
+	} else {
+		printFound(o.IO, name, from, found)
+	}
+	if twinsFound == 0 {
+		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: fmt.Errorf("no twin of %s on another tier", name)}
+	}
+	return nil
+}
+
+func printFound(io *iostreams.IOStreams, name string, from *tiers.Tier, found *twins.Found) {
+	fmt.Fprintf(io.Out, "%s on %s (%s)\n", name, from.Name, found.Path)
+	for _, c := range found.Candidates {
+		fmt.Fprintf(io.Out, "  %-12s %-10s %s", c.Tier, c.Level, c.Path)
+		if c.Reason != "" {
+			fmt.Fprintf(io.Out, ": not a twin: %s", c.Reason)
+		}
+		fmt.Fprintln(io.Out)
+	}
+	if len(found.Candidates) == 0 {
+		fmt.Fprintln(io.Out, "  no copy on any other tier")
+	}
 }
 
 type nopProgress struct{}
@@ -157,13 +174,17 @@ func originTier(m *tiers.Manager, ref, name string) (*tiers.Tier, error) {
 	return best, nil
 }
 
-type verifyOptions struct {
-	IO   *iostreams.IOStreams
-	JSON bool
+// TwinsVerifyOptions are the parsed flags of `gguftool twins verify`.
+type TwinsVerifyOptions struct {
+	IO        *iostreams.IOStreams
+	Hot, Cold string
+	JSON      bool
 }
 
-func newCmdVerify(f *cmdutil.Factory) *cobra.Command {
-	o := &verifyOptions{IO: f.IOStreams}
+// NewCmdTwinsVerify builds `gguftool twins verify`; runF replaces
+// twinsVerifyRun in tests.
+func NewCmdTwinsVerify(f *cmdutil.Factory, runF func(context.Context, *TwinsVerifyOptions) error) *cobra.Command {
+	o := &TwinsVerifyOptions{IO: f.IOStreams}
 	cmd := &cobra.Command{
 		Use:   "verify HOT COLD",
 		Short: "Verify that COLD is a twin of HOT, by content",
@@ -183,36 +204,44 @@ Examples:
 ` + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(2, "HOT and COLD paths"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			eng, err := ioengine.New(ioengine.Options{Backend: ioengine.Auto, QueueDepth: 16, Direct: true})
-			if err != nil {
-				return err
+			o.Hot, o.Cold = args[0], args[1]
+			if runF != nil {
+				return runF(cmd.Context(), o)
 			}
-			defer eng.Close()
-			var total int64
-			if _, a, err := tiers.ArtifactAt(tiers.OSFS{}, args[0]); err == nil {
-				total = 2 * a.Size
-			}
-			p := o.IO.NewProgress(total, "verify")
-			r, err := twins.Verify(cmd.Context(), tiers.OSFS{}, &tiers.EngineHasher{Engine: eng}, args[0], args[1], p.Add)
-			p.Finish()
-			if o.JSON {
-				if jerr := cmdutil.PrintJSON(o.IO.Out, r); jerr != nil {
-					return jerr
-				}
-			} else if r != nil {
-				if err == nil {
-					fmt.Fprintf(o.IO.Out, "%s is a twin of %s: %d files, %s each, verified to level %s in %.1f s (%s/s)\n",
-						args[1], args[0], len(r.Files), iostreams.HumanBytes(r.Bytes), r.Level, r.Seconds, iostreams.HumanBytes(int64(float64(2*r.Bytes)/max(r.Seconds, 1e-9))))
-				} else {
-					fmt.Fprintf(o.IO.Out, "%s is not a twin of %s (reached level %s)\n", args[1], args[0], r.Level)
-				}
-			}
-			if err != nil && errors.Is(err, tiers.ErrNotTwin) {
-				return &cmdutil.ExitError{Code: cmdutil.ExitCorrupt, Err: err}
-			}
-			return err
+			return twinsVerifyRun(cmd.Context(), o)
 		},
 	}
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the report as JSON on stdout")
 	return cmd
+}
+
+func twinsVerifyRun(ctx context.Context, o *TwinsVerifyOptions) error {
+	eng, err := ioengine.New(ioengine.Options{Backend: ioengine.Auto, QueueDepth: 16, Direct: true})
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	var total int64
+	if _, a, err := tiers.ArtifactAt(tiers.OSFS{}, o.Hot); err == nil {
+		total = 2 * a.Size
+	}
+	p := o.IO.NewProgress(total, "verify")
+	r, err := twins.Verify(ctx, tiers.OSFS{}, &tiers.EngineHasher{Engine: eng}, o.Hot, o.Cold, p.Add)
+	p.Finish()
+	if o.JSON {
+		if jerr := cmdutil.PrintJSON(o.IO.Out, r); jerr != nil {
+			return jerr
+		}
+	} else if r != nil {
+		if err == nil {
+			fmt.Fprintf(o.IO.Out, "%s is a twin of %s: %d files, %s each, verified to level %s in %.1f s (%s/s)\n",
+				o.Cold, o.Hot, len(r.Files), iostreams.HumanBytes(r.Bytes), r.Level, r.Seconds, iostreams.HumanBytes(int64(float64(2*r.Bytes)/max(r.Seconds, 1e-9))))
+		} else {
+			fmt.Fprintf(o.IO.Out, "%s is not a twin of %s (reached level %s)\n", o.Cold, o.Hot, r.Level)
+		}
+	}
+	if err != nil && errors.Is(err, tiers.ErrNotTwin) {
+		return &cmdutil.ExitError{Code: cmdutil.ExitCorrupt, Err: err}
+	}
+	return err
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/gguftool/gguftool/trace"
 )
 
-// NewCmd builds `gguftool trace`.
-func NewCmd(f *cmdutil.Factory) *cobra.Command {
+// NewCmdTrace builds `gguftool trace` and its subcommands.
+func NewCmdTrace(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "trace <subcommand>",
 		Short: "Summarize routing traces and import the public trace layouts",
@@ -28,7 +28,7 @@ at every position and layer and where each was served from. gguftool run
 --trace writes them; these commands read and convert them.
 ` + cmdutil.ExitCodesHelp,
 	}
-	cmd.AddCommand(newCmdStat(f), newCmdImport(f))
+	cmd.AddCommand(NewCmdTraceStat(f, nil), NewCmdTraceImport(f, nil))
 	return cmd
 }
 
@@ -49,8 +49,17 @@ type Stat struct {
 	Distinct     int              `json:"distinct_experts"` // (layer, expert) pairs ever routed
 }
 
-func newCmdStat(f *cmdutil.Factory) *cobra.Command {
-	var asJSON bool
+// TraceStatOptions are the parsed flags of `gguftool trace stat`.
+type TraceStatOptions struct {
+	IO   *iostreams.IOStreams
+	Path string
+	JSON bool
+}
+
+// NewCmdTraceStat builds `gguftool trace stat`; runF replaces traceStatRun
+// in tests.
+func NewCmdTraceStat(f *cmdutil.Factory, runF func(context.Context, *TraceStatOptions) error) *cobra.Command {
+	opts := &TraceStatOptions{IO: f.IOStreams}
 	cmd := &cobra.Command{
 		Use:   "stat TRACE",
 		Short: "Summarize a routing trace",
@@ -64,19 +73,27 @@ Examples:
 ` + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(1, "a trace file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := ReadStat(cmd.Context(), args[0])
-			if err != nil {
-				return err
+			opts.Path = args[0]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			if asJSON {
-				return cmdutil.PrintJSON(f.IOStreams.Out, s)
-			}
-			printStat(f.IOStreams, s)
-			return nil
+			return traceStatRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the summary as JSON")
 	return cmd
+}
+
+func traceStatRun(ctx context.Context, opts *TraceStatOptions) error {
+	s, err := ReadStat(ctx, opts.Path)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return cmdutil.PrintJSON(opts.IO.Out, s)
+	}
+	printStat(opts.IO, s)
+	return nil
 }
 
 // ReadStat reads and summarizes a trace.
@@ -139,9 +156,21 @@ func printStat(io *iostreams.IOStreams, s *Stat) {
 	}
 }
 
-func newCmdImport(f *cmdutil.Factory) *cobra.Command {
-	var format string
-	var h trace.Header
+// TraceImportOptions are the parsed flags of `gguftool trace import`.
+type TraceImportOptions struct {
+	IO     *iostreams.IOStreams
+	Format string
+	// Header is the geometry and model name the flags give; Imported is
+	// always set.
+	Header trace.Header
+	In     string
+	Out    string
+}
+
+// NewCmdTraceImport builds `gguftool trace import`; runF replaces
+// traceImportRun in tests.
+func NewCmdTraceImport(f *cmdutil.Factory, runF func(context.Context, *TraceImportOptions) error) *cobra.Command {
+	opts := &TraceImportOptions{IO: f.IOStreams, Header: trace.Header{Imported: true}}
 	cmd := &cobra.Command{
 		Use:   "import --format F --layers L --experts E --top-k K IN OUT",
 		Short: "Convert a public routing-trace layout to gguftool's trace format",
@@ -162,35 +191,44 @@ Examples:
 ` + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(2, "an input trace and an output file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !slices.Contains(trace.ImportFormats, format) {
-				return cmdutil.FlagErrorf("--format %q: want one of %s", format, strings.Join(trace.ImportFormats, ", "))
+			opts.In, opts.Out = args[0], args[1]
+			if !slices.Contains(trace.ImportFormats, opts.Format) {
+				return cmdutil.FlagErrorf("--format %q: want one of %s", opts.Format, strings.Join(trace.ImportFormats, ", "))
 			}
-			h.Imported = true
-			in, err := os.Open(args[0])
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(cmd.Context(), opts)
 			}
-			defer in.Close()
-			out, err := trace.Create(args[1], h)
-			if err != nil {
-				return cmdutil.FlagErrorf("%v", err)
-			}
-			defer out.Abort()
-			if err := trace.Import(format, in, args[0], out.Writer); err != nil {
-				return err
-			}
-			if err := out.Close(); err != nil {
-				return err
-			}
-			fmt.Fprintf(f.IOStreams.ErrOut, "%s: %d steps, %d routing records\n", args[1], out.Steps(), out.Events())
-			return nil
+			return traceImportRun(cmd.Context(), opts)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&format, "format", "", "input layout: "+strings.Join(trace.ImportFormats, ", "))
-	fl.IntVar(&h.Layers, "layers", 0, "MoE layers of the model")
-	fl.IntVar(&h.Experts, "experts", 0, "experts per layer")
-	fl.IntVar(&h.TopK, "top-k", 0, "experts used per token")
-	fl.StringVar(&h.ModelName, "model-name", "", "model name to record in the header")
+	fl.StringVar(&opts.Format, "format", "", "input layout: "+strings.Join(trace.ImportFormats, ", "))
+	fl.IntVar(&opts.Header.Layers, "layers", 0, "MoE layers of the model")
+	fl.IntVar(&opts.Header.Experts, "experts", 0, "experts per layer")
+	fl.IntVar(&opts.Header.TopK, "top-k", 0, "experts used per token")
+	fl.StringVar(&opts.Header.ModelName, "model-name", "", "model name to record in the header")
 	return cmd
+}
+
+func traceImportRun(_ context.Context, opts *TraceImportOptions) error {
+	in, err := os.Open(opts.In)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	// trace.Create fails mostly on a geometry the flags got wrong: a usage
+	// error.
+	out, err := trace.Create(opts.Out, opts.Header)
+	if err != nil {
+		return cmdutil.FlagErrorf("%v", err)
+	}
+	defer out.Abort()
+	if err := trace.Import(opts.Format, in, opts.In, out.Writer); err != nil {
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "%s: %d steps, %d routing records\n", opts.Out, out.Steps(), out.Events())
+	return nil
 }

@@ -15,17 +15,17 @@ import (
 	"github.com/gguftool/gguftool/internal/iostreams"
 )
 
-// Options are the parsed flags of `gguftool verify`.
-type Options struct {
+// VerifyOptions are the parsed flags of `gguftool verify`.
+type VerifyOptions struct {
 	IO      *iostreams.IOStreams
 	Path    string
 	Against string
 	JSON    bool
 }
 
-// NewCmd builds the command; runF replaces the run function in tests.
-func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams}
+// NewCmdVerify builds `gguftool verify`; runF replaces verifyRun in tests.
+func NewCmdVerify(f *cmdutil.Factory, runF func(context.Context, *VerifyOptions) error) *cobra.Command {
+	opts := &VerifyOptions{IO: f.IOStreams}
 	cmd := &cobra.Command{
 		Use:   "verify PATH",
 		Short: "Check every checksum of a pack, a container or a GGUF set",
@@ -53,7 +53,7 @@ Examples:
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			return Run(cmd.Context(), opts)
+			return verifyRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Against, "against", "", "pack whose recorded source digests a GGUF set must match")
@@ -95,8 +95,7 @@ func toFinding(err error) Finding {
 	return Finding{Message: err.Error()}
 }
 
-// Run is the command's default behaviour.
-func Run(ctx context.Context, o *Options) error {
+func verifyRun(ctx context.Context, o *VerifyOptions) error {
 	st, err := os.Stat(o.Path)
 	if err != nil {
 		return err

@@ -1,0 +1,109 @@
+package runflags
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
+
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
+	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/internal/ioengine"
+)
+
+// parse registers the flags on a bare command and parses argv.
+func parse(t *testing.T, argv string) (Model, error) {
+	t.Helper()
+	var m Model
+	cmd := &cobra.Command{Use: "x"}
+	m.Register(cmd)
+	return m, cmd.ParseFlags(strings.Fields(argv))
+}
+
+func TestRegister(t *testing.T) {
+	defaults := Model{ExpertCache: "auto", Policy: "lru", IO: "auto"}
+	tests := []struct {
+		name string
+		env  map[string]string
+		args string
+		want Model
+	}{
+		{name: "defaults", want: defaults},
+		{
+			name: "every flag",
+			args: "-t 4 --expert-cache 2GiB --expert-cache-slots 8 --cache-policy lfu --io pread --buffered --resident-experts --resident-tier q4_k_m",
+			want: Model{Threads: 4, ExpertCache: "2GiB", ExpertSlots: 8, Policy: "lfu", IO: "pread", Buffered: true, ResidentExperts: true, ResidentTier: "q4_k_m"},
+		},
+		{
+			name: "environment overrides the defaults",
+			env:  map[string]string{"GGUFTOOL_THREADS": "3", "GGUFTOOL_EXPERT_CACHE": "500M", "GGUFTOOL_CACHE_POLICY": "lfru", "GGUFTOOL_IO": "uring"},
+			want: Model{Threads: 3, ExpertCache: "500M", Policy: "lfru", IO: "uring"},
+		},
+		{
+			name: "flags override the environment",
+			env:  map[string]string{"GGUFTOOL_THREADS": "3", "GGUFTOOL_EXPERT_CACHE": "500M"},
+			args: "--threads 6 --expert-cache 0",
+			want: Model{Threads: 6, ExpertCache: "0", Policy: "lru", IO: "auto"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			got, err := parse(t, tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("flags (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestOptions(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    string
+		want    engine.Options
+		wantErr string
+	}{
+		{name: "defaults: all cores, an automatic cache", want: engine.Options{Threads: runtime.GOMAXPROCS(0),
+			Cache: engine.CacheOptions{Policy: "lru", Backend: ioengine.Auto, Auto: true}}},
+		{name: "cache size with a suffix", args: "-t 2 --expert-cache 1.5GiB --io pread --buffered",
+			want: engine.Options{Threads: 2, Cache: engine.CacheOptions{Policy: "lru", Backend: ioengine.Pread, Buffered: true, Bytes: 3 << 29}}},
+		{name: "slots override the size", args: "-t 1 --expert-cache 2G --expert-cache-slots 3 --cache-policy LFU",
+			want: engine.Options{Threads: 1, Cache: engine.CacheOptions{Policy: "LFU", Backend: ioengine.Auto, Slots: 3}}},
+		{name: "resident", args: "-t 1 --resident-experts --resident-tier q8_0",
+			want: engine.Options{Threads: 1, ResidentExperts: true, Resident: "q8_0", Cache: engine.CacheOptions{Policy: "lru", Backend: ioengine.Auto, Auto: true}}},
+		{name: "negative threads", args: "-t -1", wantErr: "--threads -1"},
+		{name: "unknown backend", args: "--io spdk", wantErr: "--io"},
+		{name: "unknown policy", args: "--cache-policy fifo", wantErr: `--cache-policy "fifo"`},
+		{name: "negative slots", args: "--expert-cache-slots -2", wantErr: "--expert-cache-slots -2"},
+		{name: "bad cache size", args: "--expert-cache lots", wantErr: "--expert-cache"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := parse(t, tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := m.Options()
+			if tt.wantErr != "" {
+				if err == nil || !cmdutil.IsUsageError(err) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v; want a usage error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("options (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
