@@ -50,7 +50,10 @@ latency percentiles of the completed requests, tokens/s, how many were
 turned away with 429 (only possible past the queue bound), any other
 status, and goroutines and open file descriptors before the server started
 and after it stopped — a leak shows as a difference. Exit 1 if a request
-got a 5xx, a 429 came while the queue had room, or something leaked.
+got any status but 200 and 429 (or no answer), the server issued a 429
+while fewer than --queue requests were waiting (it records the queue depth
+at every rejection), goroutines or file descriptors leaked, or no request
+completed.
 ` + runflags.Help + `
 Examples:
   gguftool bench serve model.pack --clients 64 --duration 60s --queue 16 --json
