@@ -2,7 +2,6 @@ package container
 
 import (
 	"bytes"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/internal/filehash"
 )
 
 // Pack manifest identity (docs/format/pack.md).
@@ -30,10 +30,7 @@ const (
 type Digest string
 
 // DigestOf formats a hash.
-func DigestOf(u xxh3.Uint128) Digest {
-	b := u.Bytes()
-	return Digest(hex.EncodeToString(b[:]))
-}
+func DigestOf(u xxh3.Uint128) Digest { return Digest(filehash.Hex(u)) }
 
 // Manifest is pack.json.
 type Manifest struct {

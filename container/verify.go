@@ -4,42 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 
-	"github.com/zeebo/xxh3"
-
 	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/internal/filehash"
 )
 
-// hashFile returns a file's size and XXH3-128, read in large chunks.
+// hashFile returns a file's size and XXH3-128.
 func hashFile(ctx context.Context, path string, progress func(int64)) (int64, Digest, error) {
-	f, err := os.Open(path)
+	n, sum, err := filehash.File(ctx, path, progress)
 	if err != nil {
-		return 0, "", err
+		return n, "", err
 	}
-	defer f.Close()
-	h := xxh3.New128()
-	buf := make([]byte, readChunk)
-	var n int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return n, "", err
-		}
-		k, err := f.Read(buf)
-		h.Write(buf[:k])
-		n += int64(k)
-		if progress != nil {
-			progress(int64(k))
-		}
-		if err == io.EOF {
-			return n, DigestOf(h.Sum128()), nil
-		}
-		if err != nil {
-			return n, "", fmt.Errorf("reading %s at offset %d: %w", path, n, err)
-		}
-	}
+	return n, DigestOf(sum), nil
 }
 
 func finding(file string, layer, expert int, format string, args ...any) error {

@@ -37,7 +37,7 @@ var shardName = regexp.MustCompile(`^(.*)-(\d{5})-of-(\d{5})\.gguf$`)
 // hiddenState reports whether a name is gguftool's state or temporary
 // data, which no scan looks into.
 func hiddenState(name string) bool {
-	return name == StateDir || strings.HasPrefix(name, ".gguftool-tmp-")
+	return name == StateDir || strings.HasPrefix(name, tmpPrefix)
 }
 
 // Scan lists the artifacts under a tier's root, sorted by name.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/zeebo/xxh3"
+
+	"github.com/gguftool/gguftool/internal/filehash"
 )
 
 // copyFiles copies every file of the journal to its temporary name,
@@ -93,33 +95,31 @@ func (m *Manager) copyFile(ctx context.Context, j *Journal, f *JournalFile, th *
 	chunk = int(min(int64(chunk), max(f.Size, 1)))
 	h := xxh3.New128()
 	if f.Copied > 0 {
-		prefix, stop := readAhead(ctx, in, src, 0, f.Copied, chunk)
-		for c := range prefix {
-			if c.err != nil {
-				stop()
-				return 0, "", c.err
-			}
-			h.Write(c.b)
-			c.release()
+		n, err := filehash.Feed(ctx, h, io.NewSectionReader(in, 0, f.Copied), src, f.Copied, nil)
+		if err != nil {
+			return 0, "", err
 		}
-		stop()
+		if n != f.Copied {
+			return 0, "", fmt.Errorf("tiers: %s ended at %d bytes while re-reading its first %d: the source changed", src, n, f.Copied)
+		}
 	}
-	chunks, stop := readAhead(ctx, in, src, f.Copied, f.Size, chunk)
+	chunks, stop := filehash.ReadAhead(ctx, in, src, f.Copied, f.Size, chunk)
 	defer stop()
 	off, mark := f.Copied, f.Copied
 	var written int64
 	for c := range chunks {
-		if c.err != nil {
-			return written, "", c.err
+		if c.Err != nil {
+			return written, "", c.Err
 		}
-		if _, err := out.WriteAt(c.b, off); err != nil {
+		if _, err := out.WriteAt(c.Bytes, off); err != nil {
 			return written, "", fmt.Errorf("writing %s at offset %d: %w", dst, off, err)
 		}
-		h.Write(c.b)
-		off += int64(len(c.b))
-		written += int64(len(c.b))
-		add(int64(len(c.b)))
-		c.release()
+		h.Write(c.Bytes)
+		n := int64(len(c.Bytes))
+		c.Release()
+		off += n
+		written += n
+		add(n)
 		if off-mark >= m.checkpoint() || off == f.Size {
 			if err := out.Sync(); err != nil {
 				return written, "", fmt.Errorf("fsync %s: %w", dst, err)
@@ -131,7 +131,7 @@ func (m *Manager) copyFile(ctx context.Context, j *Journal, f *JournalFile, th *
 			}
 			m.hook("copy:checkpoint")
 		}
-		if err := th.wait(ctx, int64(len(c.b))); err != nil {
+		if err := th.wait(ctx, n); err != nil {
 			return written, "", err
 		}
 	}
@@ -149,65 +149,6 @@ func (m *Manager) copyFile(ctx context.Context, j *Journal, f *JournalFile, th *
 		return written, "", fmt.Errorf("tiers: %s changed while it was copied (being written?)", src)
 	}
 	return written, digestOf(h.Sum128()), out.Close()
-}
-
-type readChunk struct {
-	b       []byte
-	err     error
-	release func()
-}
-
-// readAhead reads [off, end) of in on its own goroutine, two buffers in
-// flight, so reading the source overlaps writing the destination.
-func readAhead(ctx context.Context, in File, name string, off, end int64, chunk int) (<-chan readChunk, func()) {
-	out := make(chan readChunk)
-	free := make(chan []byte, 2)
-	free <- make([]byte, chunk)
-	free <- make([]byte, chunk)
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(out)
-		for off < end {
-			var b []byte
-			select {
-			case b = <-free:
-			case <-quit:
-				return
-			}
-			if err := ctx.Err(); err != nil {
-				select {
-				case out <- readChunk{err: err}:
-				case <-quit:
-				}
-				return
-			}
-			n := int(min(int64(len(b)), end-off))
-			got, err := in.ReadAt(b[:n], off)
-			if err == io.EOF && got == n {
-				err = nil
-			}
-			if err == nil && got < n {
-				err = io.ErrUnexpectedEOF
-			}
-			c := readChunk{b: b[:got], release: func() { free <- b }}
-			if err != nil {
-				c = readChunk{err: fmt.Errorf("reading %s at offset %d: %w", name, off, err)}
-			}
-			select {
-			case out <- c:
-			case <-quit:
-				return
-			}
-			if err != nil {
-				return
-			}
-			off += int64(got)
-		}
-	}()
-	return out, func() { close(quit); wg.Wait() }
 }
 
 // throttle paces a copy to a byte rate.

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"os"
+	"path"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -283,5 +286,199 @@ func TestRecoverWaitsForOfflineTier(t *testing.T) {
 	}
 	if got := holdings(t, mem, cfg, originalDigests(files)); len(got["packs/moe"]) != 1 || got["packs/moe"][0] != "cold" {
 		t.Fatalf("after recovery: %v", got)
+	}
+}
+
+// flipByte changes one byte of a file in place, keeping its size, and
+// makes the change durable: the rot a disk or a hand may cause while an
+// operation waits for recovery.
+func flipByte(t *testing.T, mem *MemFS, name string) {
+	t.Helper()
+	f, err := mem.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, 17); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{b[0] ^ 0x40}, 17); err != nil {
+		t.Fatal(err)
+	}
+	f.Sync()
+}
+
+// interrupt runs scenario s against a fresh world and crashes it just
+// after the hook point, the n-th time it is reached.
+func interrupt(t *testing.T, s crashScenario, files map[string][]byte, point string, n int) (*MemFS, *Config) {
+	t.Helper()
+	mem, cfg := newWorld(t, s, files)
+	ffs := &faultFS{FS: mem}
+	m := memManager(cfg, ffs, &MemLocker{})
+	seen := 0
+	m.Hook = func(p string) {
+		if p == point {
+			if seen++; seen == n {
+				ffs.crashAt = ffs.n + 1
+			}
+		}
+	}
+	if err := s.run(context.Background(), m); !errors.Is(err, errCrashed) {
+		t.Fatalf("%s: %v, want the injected crash after %s", s.name, err, point)
+	}
+	mem.Crash()
+	return mem, cfg
+}
+
+// tempCopy is the temporary name of a file of an interrupted copy.
+func tempCopy(t *testing.T, mem *MemFS, dir, base string) string {
+	t.Helper()
+	entries, err := mem.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tmpPrefix) && strings.HasSuffix(e.Name(), base) {
+			return path.Join(dir, e.Name())
+		}
+	}
+	t.Fatalf("no temporary copy of %s in %s", base, dir)
+	return ""
+}
+
+// wholeOn reports whether every file of want is under root with its
+// original digest.
+func wholeOn(fsys FS, root string, want map[string]Digest) bool {
+	for rel, d := range want {
+		if _, got, err := HashFile(context.Background(), fsys, path.Join(root, rel), nil); err != nil || got != d {
+			return false
+		}
+	}
+	return true
+}
+
+// TestRecoverReverifies corrupts, without changing its size, the copy an
+// interrupted operation verified before the crash. Recovery must read it
+// again before dropping anything: it rolls the operation back when the
+// source is whole (removing a copy it made, keeping a twin that was there
+// before).
+func TestRecoverReverifies(t *testing.T) {
+	files := fixtureFiles(11)
+	digests := originalDigests(files)
+	const shard2 = "models/big-00002-of-00002.gguf"
+	split, twin := crashScenarios()[1], crashScenarios()[2]
+	cases := []struct {
+		name     string
+		s        crashScenario
+		point    string // crash just after it
+		artifact string
+		corrupt  func(t *testing.T, mem *MemFS) string // returns the final name refused
+	}{
+		{"verified, temporary copy rotten", split, "journal:verified", "models/big", func(t *testing.T, mem *MemFS) string {
+			flipByte(t, mem, tempCopy(t, mem, "/cold/models", path.Base(shard2)))
+			return "/cold/" + shard2 // published under its final name, then refused
+		}},
+		{"published, copy rotten", split, "journal:published", "models/big", func(t *testing.T, mem *MemFS) string {
+			flipByte(t, mem, "/cold/"+shard2)
+			return "/cold/" + shard2
+		}},
+		{"published onto a twin, twin rotten", twin, "journal:published", "small.gguf", func(t *testing.T, mem *MemFS) string {
+			flipByte(t, mem, "/cold/small.gguf")
+			return "/cold/small.gguf"
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			mem, cfg := interrupt(t, c.s, files, c.point, 1)
+			bad := c.corrupt(t, mem)
+			recs, err := memManager(cfg, mem, &MemLocker{}).Recover(context.Background(), RecoverAuto)
+			if !errors.Is(err, ErrNotTwin) || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "rolled back") {
+				t.Fatalf("recover: %v; want a rollback naming %s", err, bad)
+			}
+			if len(recs) != 1 || recs[0].Outcome != "rolled-back" {
+				t.Fatalf("recover: %+v", recs)
+			}
+			if !wholeOn(mem, "/hot", digests[c.artifact]) {
+				t.Fatalf("the source of %s is not whole on hot", c.artifact)
+			}
+			_, err = mem.Lstat(bad)
+			if kept, before := err == nil, slices.Contains(c.s.place["cold"], c.artifact); kept != before {
+				t.Fatalf("rotten copy %s kept: %v; want it kept only when it was there before the operation (%v)", bad, kept, before)
+			}
+			if left := leftovers(mem, cfg); len(left) > 0 {
+				t.Fatalf("left after the rollback: %v", left)
+			}
+		})
+	}
+}
+
+// TestRecoverRollbackCrashes crashes the rollback of a rotten published
+// copy at every file-system step: recovering again must still end with
+// the source whole, the rotten copy gone and nothing left over.
+func TestRecoverRollbackCrashes(t *testing.T) {
+	files := fixtureFiles(12)
+	digests := originalDigests(files)
+	const shard2 = "models/big-00002-of-00002.gguf"
+	points := 0
+	for k := 1; ; k++ {
+		mem, cfg := interrupt(t, crashScenarios()[1], files, "journal:published", 1)
+		flipByte(t, mem, "/cold/"+shard2)
+		ffs := &faultFS{FS: mem, crashAt: k}
+		_, err := memManager(cfg, ffs, &MemLocker{}).Recover(context.Background(), RecoverAuto)
+		if !ffs.crashed {
+			if !errors.Is(err, ErrNotTwin) {
+				t.Fatalf("without a crash: %v", err)
+			}
+			break
+		}
+		points++
+		mem.Crash()
+		recs, err := memManager(cfg, mem, &MemLocker{}).Recover(context.Background(), RecoverAuto)
+		if len(recs) > 0 && (recs[0].Outcome != "rolled-back" || !errors.Is(err, ErrNotTwin)) {
+			t.Fatalf("crash at step %d of the rollback: recovering again: %+v %v", k, recs, err)
+		}
+		if !wholeOn(mem, "/hot", digests["models/big"]) {
+			t.Fatalf("crash at step %d of the rollback: the source is not whole", k)
+		}
+		if _, err := mem.Lstat("/cold/" + shard2); err == nil {
+			t.Fatalf("crash at step %d of the rollback: the rotten copy is still there", k)
+		}
+		if left := leftovers(mem, cfg); len(left) > 0 {
+			t.Fatalf("crash at step %d of the rollback: left: %v", k, left)
+		}
+	}
+	if points < 3 {
+		t.Fatalf("only %d crash points in the rollback", points)
+	}
+}
+
+// TestRecoverKeepsBothHalves rots the destination of a move whose drop a
+// crash interrupted: neither copy is whole any more, so recovery must
+// touch neither, keep the record, and say so.
+func TestRecoverKeepsBothHalves(t *testing.T) {
+	files := fixtureFiles(13)
+	const shard1, shard2 = "models/big-00001-of-00002.gguf", "models/big-00002-of-00002.gguf"
+	mem, cfg := interrupt(t, crashScenarios()[1], files, "drop:file", 1)
+	if _, err := mem.Lstat("/hot/" + shard1); err == nil {
+		t.Fatal("the first shard was not dropped before the crash")
+	}
+	flipByte(t, mem, "/cold/"+shard2)
+	recs, err := memManager(cfg, mem, &MemLocker{}).Recover(context.Background(), RecoverFinish)
+	if !errors.Is(err, ErrNotTwin) || !strings.Contains(err.Error(), "/cold/"+shard2) || !strings.Contains(err.Error(), "nothing was dropped or removed") {
+		t.Fatalf("recover: %v", err)
+	}
+	if len(recs) != 1 || recs[0].Outcome != "failed" {
+		t.Fatalf("recover: %+v", recs)
+	}
+	for _, p := range []string{"/hot/" + shard2, "/cold/" + shard1, "/cold/" + shard2} {
+		if _, err := mem.Lstat(p); err != nil {
+			t.Fatalf("%s is gone: %v", p, err)
+		}
+	}
+	if _, d, _ := HashFile(context.Background(), mem, "/hot/"+shard2, nil); d != digestBytes(files[shard2]) {
+		t.Fatal("the source's remaining shard changed")
+	}
+	if left := leftovers(mem, cfg); len(left) != 1 {
+		t.Fatalf("want the journal record kept, left: %v", left)
 	}
 }

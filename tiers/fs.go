@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/gguftool/gguftool/internal/atomicfile"
 )
 
 // File is an open file of an FS.
@@ -51,14 +53,7 @@ func (OSFS) MkdirAll(path string, perm fs.FileMode) error { return os.MkdirAll(p
 func (OSFS) Stat(name string) (fs.FileInfo, error)        { return os.Stat(name) }
 func (OSFS) Lstat(name string) (fs.FileInfo, error)       { return os.Lstat(name) }
 func (OSFS) ReadDir(name string) ([]fs.DirEntry, error)   { return os.ReadDir(name) }
-func (OSFS) SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
+func (OSFS) SyncDir(dir string) error                     { return atomicfile.SyncDir(dir) }
 
 // removeAll removes a tree through fsys, deepest first.
 func removeAll(fsys FS, path string) error {
@@ -98,12 +93,4 @@ func idOf(st fs.FileInfo) (fileID, bool) {
 		return fileID{}, false
 	}
 	return fileID{dev: uint64(sys.Dev), ino: sys.Ino, nlink: uint64(sys.Nlink)}, true
-}
-
-// ctimeOf is the inode change time, when the file system reports one.
-func ctimeOf(st fs.FileInfo) int64 {
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		return sys.Ctim.Sec*1e9 + sys.Ctim.Nsec
-	}
-	return 0
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"github.com/gguftool/gguftool/internal/filehash"
 	"github.com/gguftool/gguftool/internal/ioengine"
 )
 
@@ -59,7 +60,7 @@ func (h *EngineHasher) Read(ctx context.Context, path string) (int64, error) {
 func (h *EngineHasher) read(ctx context.Context, path string, consume func([]byte)) (int64, error) {
 	chunk, ahead := h.Chunk, h.Ahead
 	if chunk <= 0 {
-		chunk = hashChunk
+		chunk = filehash.DefaultChunk
 	}
 	if ahead <= 0 {
 		ahead = 4

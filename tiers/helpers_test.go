@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
+	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -244,14 +246,14 @@ func digestBytes(b []byte) Digest { return digestOf(xxh3.Hash128(b)) }
 func put(t testing.TB, fsys FS, root string, files map[string][]byte, only ...string) {
 	t.Helper()
 	for rel, data := range files {
-		if len(only) > 0 && !containsStr(only, artifactOf(rel)) {
+		if len(only) > 0 && !slices.Contains(only, artifactOf(rel)) {
 			continue
 		}
 		p := filepath.Join(root, rel)
 		if err := mkdirDurable(fsys, filepath.Dir(p)); err != nil {
 			t.Fatal(err)
 		}
-		f, err := fsys.OpenFile(p, 0x241, 0o644) // O_WRONLY|O_CREATE|O_TRUNC
+		f, err := fsys.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -262,15 +264,6 @@ func put(t testing.TB, fsys FS, root string, files map[string][]byte, only ...st
 		f.Close()
 		fsys.SyncDir(filepath.Dir(p))
 	}
-}
-
-func containsStr(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func originalDigests(files map[string][]byte) map[string]map[string]Digest {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/internal/atomicfile"
 )
 
 // Journal identity (docs/format/storage-tiers.md).
@@ -24,7 +25,9 @@ const (
 	journalDir     = "journal"
 	maxJournalSize = 16 << 20
 	maxJournalFile = 1 << 20 // files per artifact
-	tmpPrefix      = ".gguftool-tmp-"
+	// tmpPrefix starts the temporary names of an operation's copy: the
+	// prefix of every gguftool temporary file, which a tier's scan skips.
+	tmpPrefix = atomicfile.TempPrefix
 )
 
 // Op is what a journaled operation does to an artifact.
@@ -54,7 +57,8 @@ const (
 	// Digests are recorded. Rolls forward by publishing.
 	StepVerified Step = "verified"
 	// StepPublished: the copy is at its final names. For a move, rolls
-	// forward by dropping the source; nothing rolls this back.
+	// forward by dropping the source. A resumed operation re-reads the
+	// copy first: one that no longer matches its digests rolls back.
 	StepPublished Step = "published"
 )
 

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
+	"maps"
 	"path"
 	"path/filepath"
 	"slices"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/gguftool/gguftool/internal/atomicfile"
 	"github.com/gguftool/gguftool/internal/ioengine"
 )
 
@@ -85,15 +84,6 @@ func (m *Manager) Close() error {
 		return m.engine.Close()
 	}
 	return nil
-}
-
-// diskFree is statfs's bytes available to unprivileged users.
-func diskFree(root string) (int64, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(root, &st); err != nil {
-		return 0, &os.PathError{Op: "statfs", Path: root, Err: err}
-	}
-	return int64(st.Bavail) * st.Bsize, nil
 }
 
 func (m *Manager) now() time.Time {
@@ -280,68 +270,60 @@ func (m *Manager) Migrate(ctx context.Context, name, from string, to *Tier, dryR
 	return m.transfer(ctx, OpMove, name, from, to, dryRun)
 }
 
+// transfer runs a move or copy of the artifact called name to tier to:
+// it resumes the artifact's interrupted operation when there is one, and
+// starts a new one otherwise.
 func (m *Manager) transfer(ctx context.Context, op Op, name, from string, to *Tier, dryRun bool) (*Result, error) {
 	start := m.now()
-	res := &Result{Artifact: name, To: to.Name, DryRun: dryRun}
 	if !m.online(to) {
 		return nil, fmt.Errorf("tiers: tier %s (%s) is offline", to.Name, to.Root)
 	}
-	if j, err := m.pendingFor(name); err != nil {
-		return nil, err
-	} else if j != nil {
-		if j.Dest.Tier != to.Name || j.Op != op || (from != "" && j.Source.Tier != from) {
-			return nil, &BusyError{Artifact: name, Tier: j.Dest.Tier, Reason: fmt.Sprintf("an interrupted %s from %s to %s is pending (journal %s): finish it with `gguftool tiers recover` or undo it with `gguftool tiers recover --rollback`", j.Op, j.Source.Tier, j.Dest.Tier, j.ID)}
-		}
-		src, _ := m.Config.Tier(j.Source.Tier)
-		res.From, res.Kind, res.Resumed = src.Name, j.Kind, true
-		res.Size = journalSize(j)
-		if dryRun {
-			res.Plan = []string{fmt.Sprintf("resume the interrupted %s (journal %s, at step %s, %d of %d bytes copied)", j.Op, j.ID, j.Step, journalCopied(j), res.Size)}
-			return res, nil
-		}
-		unlock, err := m.lockBoth(name, src, to)
-		if err != nil {
-			return nil, err
-		}
-		defer unlock()
-		err = m.run(ctx, j, res)
-		res.Seconds = m.now().Sub(start).Seconds()
-		return res, err
-	}
-
-	locs, err := m.Locate(name)
+	j, err := m.pendingFor(name)
 	if err != nil {
 		return nil, err
 	}
-	var srcLoc, dstLoc *Location
-	var others []string
-	for i := range locs {
-		l := &locs[i]
-		switch {
-		case l.Tier == to:
-			dstLoc = l
-		case from == "" || l.Tier.Name == from:
-			if srcLoc != nil {
-				others = append(others, l.Tier.Name)
-				continue
-			}
-			srcLoc = l
-		}
+	if j != nil {
+		return m.resumeTransfer(ctx, j, op, from, to, dryRun, start)
+	}
+	return m.startTransfer(ctx, op, name, from, to, dryRun, start)
+}
+
+// resumeTransfer finishes the interrupted operation j when it is the one
+// asked for (same op, destination and, if given, source), and refuses
+// any other while it is pending.
+func (m *Manager) resumeTransfer(ctx context.Context, j *Journal, op Op, from string, to *Tier, dryRun bool, start time.Time) (*Result, error) {
+	if j.Dest.Tier != to.Name || j.Op != op || (from != "" && j.Source.Tier != from) {
+		return nil, &BusyError{Artifact: j.Artifact, Tier: j.Dest.Tier, Reason: fmt.Sprintf("an interrupted %s from %s to %s is pending (journal %s): finish it with `gguftool tiers recover` or undo it with `gguftool tiers recover --rollback`", j.Op, j.Source.Tier, j.Dest.Tier, j.ID)}
+	}
+	src, _ := m.Config.Tier(j.Source.Tier)
+	res := &Result{Artifact: j.Artifact, To: to.Name, DryRun: dryRun, From: src.Name, Kind: j.Kind, Resumed: true, Size: journalSize(j)}
+	if dryRun {
+		res.Plan = []string{fmt.Sprintf("resume the interrupted %s (journal %s, at step %s, %d of %d bytes copied)", j.Op, j.ID, j.Step, journalCopied(j), res.Size)}
+		return res, nil
+	}
+	unlock, err := m.lockBoth(j.Artifact, src, to)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	err = m.run(ctx, j, res)
+	res.Seconds = m.now().Sub(start).Seconds()
+	return res, err
+}
+
+// startTransfer begins a new operation: it picks the source, checks the
+// destination (a twin to verify, or room and free names for a copy),
+// records the intent in a journal and runs it.
+func (m *Manager) startTransfer(ctx context.Context, op Op, name, from string, to *Tier, dryRun bool, start time.Time) (*Result, error) {
+	res := &Result{Artifact: name, To: to.Name, DryRun: dryRun}
+	srcLoc, dstLoc, err := m.endpoints(name, from, to)
+	if err != nil {
+		return nil, err
 	}
 	if srcLoc == nil {
-		if dstLoc != nil && from == "" {
-			res.Action, res.Kind, res.Size = ActionAlreadyThere, dstLoc.Artifact.Kind, dstLoc.Artifact.Size
-			res.Plan = []string{fmt.Sprintf("%s is already on %s and nowhere else: nothing to do", name, to.Name)}
-			return res, nil
-		}
-		where := "any tier other than " + to.Name
-		if from != "" {
-			where = "tier " + from
-		}
-		return nil, fmt.Errorf("tiers: no artifact %q in %s: %w", name, where, ErrNoArtifact)
-	}
-	if len(others) > 0 {
-		return nil, fmt.Errorf("tiers: %s is on %s and %s: say which to take with --from", name, srcLoc.Tier.Name, others)
+		res.Action, res.Kind, res.Size = ActionAlreadyThere, dstLoc.Artifact.Kind, dstLoc.Artifact.Size
+		res.Plan = []string{fmt.Sprintf("%s is already on %s and nowhere else: nothing to do", name, to.Name)}
+		return res, nil
 	}
 	a := srcLoc.Artifact
 	res.From, res.Kind, res.Size = srcLoc.Tier.Name, a.Kind, a.Size
@@ -366,27 +348,9 @@ func (m *Manager) transfer(ctx context.Context, op Op, name, from string, to *Ti
 		return nil, err
 	}
 	defer unlock()
-	j := &Journal{
-		Schema: JournalSchema, Version: JournalVersion, ID: newJournalID(m.now()), Op: op,
-		Artifact: name, Kind: a.Kind, Step: StepBegin, Twin: dstLoc != nil,
-		Source: Place{Tier: srcLoc.Tier.Name, Root: srcLoc.Tier.Root}, Dest: Place{Tier: to.Name, Root: to.Root},
-		Started: m.now().Unix(),
-	}
-	for _, f := range a.Files {
-		j.Files = append(j.Files, JournalFile{Rel: f.Rel, Size: f.Size})
-	}
-	if err := checkUnits(j); err != nil {
+	j := m.newJournal(op, srcLoc, to, dstLoc != nil)
+	if err := m.checkDestination(j); err != nil {
 		return nil, err
-	}
-	if !j.Twin {
-		for _, u := range j.units() {
-			if _, err := m.FS.Lstat(u.final); err == nil {
-				return nil, fmt.Errorf("tiers: %s already exists on %s and is not a copy of %s: move it away first", u.final, to.Name, name)
-			}
-		}
-		if err := m.checkFree(j); err != nil {
-			return nil, err
-		}
 	}
 	if err := j.write(m.FS, m.now()); err != nil {
 		return nil, err
@@ -395,6 +359,78 @@ func (m *Manager) transfer(ctx context.Context, op Op, name, from string, to *Ti
 	err = m.run(ctx, j, res)
 	res.Seconds = m.now().Sub(start).Seconds()
 	return res, err
+}
+
+// endpoints finds the copy to take (from names its tier, or any tier but
+// to holding the only other copy) and the copy already on to, if any.
+// With no source it returns the destination's copy alone when the
+// artifact is only there, and an error otherwise.
+func (m *Manager) endpoints(name, from string, to *Tier) (src, dst *Location, err error) {
+	locs, err := m.Locate(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	var others []string
+	for i := range locs {
+		l := &locs[i]
+		switch {
+		case l.Tier == to:
+			dst = l
+		case from == "" || l.Tier.Name == from:
+			if src != nil {
+				others = append(others, l.Tier.Name)
+				continue
+			}
+			src = l
+		}
+	}
+	if src == nil {
+		if dst != nil && from == "" {
+			return nil, dst, nil
+		}
+		where := "any tier other than " + to.Name
+		if from != "" {
+			where = "tier " + from
+		}
+		return nil, nil, fmt.Errorf("tiers: no artifact %q in %s: %w", name, where, ErrNoArtifact)
+	}
+	if len(others) > 0 {
+		return nil, nil, fmt.Errorf("tiers: %s is on %s and %s: say which to take with --from", name, src.Tier.Name, others)
+	}
+	return src, dst, nil
+}
+
+// newJournal is the intent of an operation at its first step.
+func (m *Manager) newJournal(op Op, src *Location, to *Tier, twin bool) *Journal {
+	a := src.Artifact
+	j := &Journal{
+		Schema: JournalSchema, Version: JournalVersion, ID: newJournalID(m.now()), Op: op,
+		Artifact: a.Name, Kind: a.Kind, Step: StepBegin, Twin: twin,
+		Source: Place{Tier: src.Tier.Name, Root: src.Tier.Root}, Dest: Place{Tier: to.Name, Root: to.Root},
+		Started: m.now().Unix(),
+	}
+	for _, f := range a.Files {
+		j.Files = append(j.Files, JournalFile{Rel: f.Rel, Size: f.Size})
+	}
+	return j
+}
+
+// checkDestination refuses, before anything is written, an operation
+// whose files do not belong to its artifact, and a copy whose final names
+// are taken or whose destination disk is too full.
+func (m *Manager) checkDestination(j *Journal) error {
+	if err := checkUnits(j); err != nil {
+		return err
+	}
+	if j.Twin {
+		return nil
+	}
+	for _, u := range j.units() {
+		if _, err := m.FS.Lstat(u.final); err == nil {
+			return fmt.Errorf("tiers: %s already exists on %s and is not a copy of %s: move it away first", u.final, j.Dest.Tier, j.Artifact)
+		}
+	}
+	return m.checkFree(j)
 }
 
 func (m *Manager) plan(op Op, src *Location, to *Tier, twin bool) []string {
@@ -566,39 +602,13 @@ func (m *Manager) run(ctx context.Context, j *Journal, res *Result) error {
 	if err := checkUnits(j); err != nil {
 		return err
 	}
-	if j.Step.order() < StepVerified.order() {
-		if j.Twin {
-			digests, level, err := m.verifyTwin(ctx, j)
-			if err != nil {
-				if errors.Is(err, ErrNotTwin) {
-					return errors.Join(err, j.remove(m.FS)) // nothing was changed: roll back
-				}
-				return err
-			}
-			for i := range j.Files {
-				j.Files[i].XXH3 = digests[j.Files[i].Rel]
-			}
-			res.Verification = level
-			j.Step = StepPublished // nothing to publish
-			if err := j.write(m.FS, m.now()); err != nil {
-				return err
-			}
-			m.hook("journal:published")
-		} else {
-			n, srcDigests, err := m.copyFiles(ctx, j)
-			res.CopiedBytes += n
-			if err != nil {
-				return err
-			}
-			if err := m.verifyCopy(ctx, j, res, srcDigests); err != nil {
-				return err
-			}
-			res.Verification = LevelContent
-			j.Step = StepVerified
-			if err := j.write(m.FS, m.now()); err != nil {
-				return err
-			}
-			m.hook("journal:verified")
+	// A record already past verification was verified by a process that
+	// is gone, and the copy may have changed since (a failing disk, a
+	// person's hand): it is read again before anything is dropped.
+	verifiedBefore := j.Step.order() >= StepVerified.order()
+	if !verifiedBefore {
+		if err := m.copyAndVerify(ctx, j, res); err != nil {
+			return err
 		}
 	}
 	if j.Step == StepVerified {
@@ -611,8 +621,125 @@ func (m *Manager) run(ctx context.Context, j *Journal, res *Result) error {
 		}
 		m.hook("journal:published")
 	}
+	if verifiedBefore {
+		if err := m.reverify(ctx, j, res); err != nil {
+			return err
+		}
+	}
 	return m.finish(j, res)
 }
+
+// copyAndVerify takes an operation from its start to verified: it checks
+// a twin by content, or copies the artifact to its temporary names and
+// re-reads the copy, recording the step reached.
+func (m *Manager) copyAndVerify(ctx context.Context, j *Journal, res *Result) error {
+	if j.Twin {
+		digests, level, err := m.verifyTwin(ctx, j)
+		if err != nil {
+			if errors.Is(err, ErrNotTwin) {
+				return errors.Join(err, j.remove(m.FS)) // nothing was changed: roll back
+			}
+			return err
+		}
+		for i := range j.Files {
+			j.Files[i].XXH3 = digests[j.Files[i].Rel]
+		}
+		res.Verification = level
+		j.Step = StepPublished // nothing to publish
+		if err := j.write(m.FS, m.now()); err != nil {
+			return err
+		}
+		m.hook("journal:published")
+		return nil
+	}
+	n, srcDigests, err := m.copyFiles(ctx, j)
+	res.CopiedBytes += n
+	if err != nil {
+		return err
+	}
+	if err := m.verifyCopy(ctx, j, res, srcDigests); err != nil {
+		return err
+	}
+	res.Verification = LevelContent
+	j.Step = StepVerified
+	if err := j.write(m.FS, m.now()); err != nil {
+		return err
+	}
+	m.hook("journal:verified")
+	return nil
+}
+
+// reverify re-reads the destination's copy of an operation resumed after
+// its verification and compares it with the digests the journal
+// recorded. A copy that no longer matches is never dropped onto: the
+// operation is rolled back when the source is still whole, and left, with
+// its record, for a person when it is not.
+func (m *Manager) reverify(ctx context.Context, j *Journal, res *Result) error {
+	err := m.checkRecorded(ctx, j, j.Dest.Root)
+	if err == nil {
+		res.Verification = LevelContent
+		return nil
+	}
+	if !errors.Is(err, ErrNotTwin) {
+		return err // could not read: try again later
+	}
+	record := journalPath(j.Dest.Root, j.ID)
+	if serr := m.checkRecorded(ctx, j, j.Source.Root); serr != nil {
+		return fmt.Errorf("%w; the source on %s does not match its recorded digests either (%v): nothing was dropped or removed, and journal %s stays for a person to settle", err, j.Source.Tier, serr, record)
+	}
+	what := fmt.Sprintf("the copy on %s was removed", j.Dest.Tier)
+	if j.Twin {
+		what = fmt.Sprintf("the copy on %s was there before and is left as it is", j.Dest.Tier)
+		if ferr := forget(m.FS, m.Locker, j.Dest.Root, j.artifact()); ferr != nil {
+			return errors.Join(err, ferr)
+		}
+	} else if derr := m.dropCopy(j, j.Dest.Root); derr != nil {
+		return errors.Join(err, derr)
+	}
+	if rerr := j.remove(m.FS); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	m.hook("journal:rolled-back")
+	return &rolledBackError{err: err, msg: fmt.Sprintf("rolled back (journal %s): %s and nothing was dropped; %s stays on %s", record, what, j.Artifact, j.Source.Tier)}
+}
+
+// checkRecorded hashes the artifact's files under root and compares each
+// with the digest the journal recorded. A file that is missing, is not a
+// regular file of its own, or differs is a TwinError naming it.
+func (m *Manager) checkRecorded(ctx context.Context, j *Journal, root string) error {
+	add, done := m.progress("verify", j.Artifact, journalSize(j))
+	defer done()
+	for _, f := range j.Files {
+		p := filepath.Join(root, filepath.FromSlash(f.Rel))
+		st, err := m.FS.Lstat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return &TwinError{Path: p, Reason: "is missing"}
+		case err != nil:
+			return err
+		case !st.Mode().IsRegular():
+			return &TwinError{Path: p, Reason: "is not a regular file"}
+		}
+		d, err := stableHash(ctx, m.FS, m.Hasher, p, add)
+		if err != nil {
+			return err
+		}
+		if d != f.XXH3 {
+			return &TwinError{Path: p, Reason: fmt.Sprintf("content differs from when it was verified (XXH3-128 %s, recorded %s)", d, f.XXH3)}
+		}
+	}
+	return nil
+}
+
+// rolledBackError is an operation recovery undid instead of finishing; err
+// says why (errors.Is ErrNotTwin).
+type rolledBackError struct {
+	err error
+	msg string
+}
+
+func (e *rolledBackError) Error() string { return e.err.Error() + "; " + e.msg }
+func (e *rolledBackError) Unwrap() error { return e.err }
 
 // finish completes a published operation: records digests, drops the
 // source of a move, deletes the journal.
@@ -750,10 +877,7 @@ func (m *Manager) publish(j *Journal) error {
 		_, errF := m.FS.Lstat(u.final)
 		switch {
 		case errT == nil && errors.Is(errF, fs.ErrNotExist):
-			if err := m.FS.Rename(u.tmp, u.final); err != nil {
-				return err
-			}
-			if err := m.FS.SyncDir(filepath.Dir(u.final)); err != nil {
+			if err := atomicfile.SyncedRename(m.FS, u.tmp, u.final); err != nil {
 				return err
 			}
 			m.hook("publish:rename")
@@ -768,17 +892,22 @@ func (m *Manager) publish(j *Journal) error {
 	return nil
 }
 
-// dropSource removes the source's files of a move, pack.json last so a
+// dropSource removes the source's files of a move.
+func (m *Manager) dropSource(j *Journal) error { return m.dropCopy(j, j.Source.Root) }
+
+// dropCopy removes the artifact's files under root (the source of a move,
+// or the destination of a copy that is rolled back), pack.json last so a
 // pack half removed still says what it was, then the pack's directories
-// once empty. Files not in the journal are never touched.
-func (m *Manager) dropSource(j *Journal) error {
+// once empty, and forgets their digests. Files not in the journal are
+// never touched.
+func (m *Manager) dropCopy(j *Journal, root string) error {
 	files := slices.Clone(j.Files)
 	slices.SortStableFunc(files, func(a, b JournalFile) int {
 		return boolInt(path.Base(a.Rel) == PackManifest) - boolInt(path.Base(b.Rel) == PackManifest)
 	})
 	dirs := map[string]bool{}
 	for _, f := range files {
-		p := filepath.Join(j.Source.Root, filepath.FromSlash(f.Rel))
+		p := filepath.Join(root, filepath.FromSlash(f.Rel))
 		err := m.FS.Remove(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // dropped before a crash
@@ -796,10 +925,10 @@ func (m *Manager) dropSource(j *Journal) error {
 	}
 	// Deepest first; a directory holding something the journal does not
 	// list is left alone.
-	order := sortedKeys(dirs)
+	order := slices.Sorted(maps.Keys(dirs))
 	slices.SortFunc(order, func(a, b string) int { return len(b) - len(a) })
 	for _, d := range order {
-		p := filepath.Join(j.Source.Root, filepath.FromSlash(d))
+		p := filepath.Join(root, filepath.FromSlash(d))
 		if err := m.FS.Remove(p); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
@@ -814,11 +943,17 @@ func (m *Manager) dropSource(j *Journal) error {
 			return err
 		}
 	}
-	src := &Artifact{Name: j.Artifact}
+	return forget(m.FS, m.Locker, root, j.artifact())
+}
+
+// artifact is the artifact the journal lists.
+func (j *Journal) artifact() *Artifact {
+	a := &Artifact{Name: j.Artifact, Kind: j.Kind}
 	for _, f := range j.Files {
-		src.Files = append(src.Files, ArtifactFile{Rel: f.Rel, Size: f.Size})
+		a.Files = append(a.Files, ArtifactFile{Rel: f.Rel, Size: f.Size})
+		a.Size += f.Size
 	}
-	return forget(m.FS, m.Locker, j.Source.Root, src)
+	return a
 }
 
 func boolInt(b bool) int {

@@ -221,8 +221,10 @@ func (m *Manager) evictTarget(t *Tier, a *Artifact, copyTo *Tier) (*Tier, string
 type RecoverMode int
 
 // Recovery modes. Every mode finishes operations that got past
-// verification (publish, drop the source): they cannot be undone safely
-// and need no more reading.
+// verification (publish, drop the source) once the destination's copy,
+// read again, still matches the digests recorded for it; one that no
+// longer does is rolled back when the source is still whole, and left
+// for a person when it is not.
 const (
 	// RecoverAuto leaves unfinished copies for a later migrate, ensure-hot
 	// or recover to resume (run at the start of every tiers command).
@@ -266,6 +268,7 @@ func (m *Manager) Recover(ctx context.Context, mode RecoverMode) ([]Recovered, e
 			rec := Recovered{ID: j.ID, Op: j.Op, Artifact: j.Artifact, From: j.Source.Tier, To: j.Dest.Tier, Step: j.Step}
 			err := m.recoverOne(ctx, j, t, mode, &rec)
 			var offline *OfflineError
+			var rolledBack *rolledBackError
 			if err != nil {
 				rec.Error = err.Error()
 				switch {
@@ -274,6 +277,11 @@ func (m *Manager) Recover(ctx context.Context, mode RecoverMode) ([]Recovered, e
 				case errors.As(err, &offline):
 					rec.Outcome = "offline"
 					m.notef("%v", err)
+				case errors.As(err, &rolledBack):
+					// Undone rather than finished: settled, but the user must
+					// hear why.
+					rec.Outcome = "rolled-back"
+					errs = append(errs, fmt.Errorf("recovering %s of %s (journal %s): %w", j.Op, j.Artifact, j.ID, err))
 				default:
 					rec.Outcome = "failed"
 					errs = append(errs, fmt.Errorf("recovering %s of %s (journal %s): %w", j.Op, j.Artifact, j.ID, err))

@@ -9,11 +9,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gguftool/gguftool/internal/atomicfile"
 )
 
 // ErrBusy means an artifact is locked by another operation or leased by
@@ -243,17 +244,7 @@ func writeDurable(fsys FS, path string, data []byte) error {
 		f.Close()
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		return err
-	}
-	return fsys.SyncDir(dir)
+	return atomicfile.Publish(fsys, f, tmp, path)
 }
 
 // mkdirDurable creates dir and its missing parents and makes each new
@@ -342,14 +333,4 @@ func forget(fsys FS, locker Locker, root string, a *Artifact) error {
 		delete(st.LastUse, a.Name)
 		return nil
 	})
-}
-
-// sortedKeys returns a map's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -2,28 +2,21 @@ package tiers
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path/filepath"
 	"sync"
 
 	"github.com/zeebo/xxh3"
+
+	"github.com/gguftool/gguftool/internal/filehash"
 )
 
 // Digest is an XXH3-128 in canonical hex.
 type Digest string
 
-func digestOf(u xxh3.Uint128) Digest {
-	b := u.Bytes()
-	return Digest(hex.EncodeToString(b[:]))
-}
-
-// hashChunk is the read size when hashing; two chunks are in flight so
-// reading and hashing overlap.
-const hashChunk = 8 << 20
+func digestOf(u xxh3.Uint128) Digest { return Digest(filehash.Hex(u)) }
 
 // HashFile reads a file front to back and returns its size and
 // XXH3-128, reading the next chunk while it hashes the last. progress, if
@@ -34,62 +27,15 @@ func HashFile(ctx context.Context, fsys FS, path string, progress func(int64)) (
 		return 0, "", err
 	}
 	defer f.Close()
-	type chunk struct {
-		b   []byte
-		err error
-	}
-	bufSize := int64(hashChunk)
+	size := int64(filehash.DefaultChunk)
 	if st, err := f.Stat(); err == nil {
-		bufSize = max(min(bufSize, st.Size()), 4096) // small files need no 8 MiB buffers
+		size = st.Size()
 	}
-	bufs := make(chan []byte, 2)
-	bufs <- make([]byte, bufSize)
-	bufs <- make([]byte, bufSize)
-	chunks := make(chan chunk, 2)
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		defer close(chunks)
-		var off int64
-		for {
-			var b []byte
-			select {
-			case b = <-bufs:
-			case <-done:
-				return
-			}
-			if err := ctx.Err(); err != nil {
-				chunks <- chunk{err: err}
-				return
-			}
-			n, err := f.ReadAt(b, off)
-			off += int64(n)
-			if n > 0 {
-				chunks <- chunk{b: b[:n]}
-			}
-			if err == io.EOF {
-				return
-			}
-			if err != nil {
-				chunks <- chunk{err: fmt.Errorf("reading %s at offset %d: %w", path, off, err)}
-				return
-			}
-		}
-	}()
-	h := xxh3.New128()
-	var size int64
-	for c := range chunks {
-		if c.err != nil {
-			return size, "", c.err
-		}
-		h.Write(c.b)
-		size += int64(len(c.b))
-		if progress != nil {
-			progress(int64(len(c.b)))
-		}
-		bufs <- c.b[:cap(c.b)]
+	n, sum, err := filehash.Sum(ctx, f, path, size, progress)
+	if err != nil {
+		return n, "", err
 	}
-	return size, digestOf(h.Sum128()), nil
+	return n, digestOf(sum), nil
 }
 
 // TwinError is why a copy is not a twin of another: it names the file.

@@ -3,6 +3,10 @@
 // directory, which is fsynced, renamed over the target, and the directory
 // fsynced. An interrupted write leaves only a temporary file whose name
 // starts with ".gguftool-tmp-", never a file under the final name.
+//
+// Publish and SyncedRename take the file system as an FS, so the storage
+// tiers run the same publication over a file system that forgets unsynced
+// writes in their crash tests; OS is the real one.
 package atomicfile
 
 import (
@@ -51,16 +55,11 @@ func (f *File) Commit() error {
 	}
 	f.done = true
 	tmp := f.Name()
-	if err := f.Sync(); err != nil {
-		f.File.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("fsync %s: %w", tmp, err)
-	}
-	if err := f.File.Close(); err != nil {
+	if err := Publish(OS{}, f.File, tmp, f.Path); err != nil {
 		os.Remove(tmp)
 		return err
 	}
-	return Rename(tmp, f.Path)
+	return nil
 }
 
 // Abort closes and removes the temporary file; it is safe to call after
@@ -74,14 +73,51 @@ func (f *File) Abort() {
 	os.Remove(f.Name())
 }
 
-// Rename renames oldpath to newpath and fsyncs newpath's directory, so the
-// rename survives a crash.
-func Rename(oldpath, newpath string) error {
-	if err := os.Rename(oldpath, newpath); err != nil {
-		os.Remove(oldpath)
+// FS is what a publication does to a file system.
+type FS interface {
+	Rename(oldpath, newpath string) error
+	// SyncDir makes the directory's entries (creations, renames,
+	// removals) durable.
+	SyncDir(dir string) error
+}
+
+// OS is the real file system.
+type OS struct{}
+
+// Rename implements FS.
+func (OS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
+
+// SyncDir implements FS.
+func (OS) SyncDir(dir string) error { return SyncDir(dir) }
+
+// SyncCloser is a written temporary file a publication makes durable.
+type SyncCloser interface {
+	Sync() error
+	Close() error
+}
+
+// Publish makes tmp, written through f, the file at path: it fsyncs and
+// closes f, renames tmp over path and fsyncs path's directory. f is
+// closed whatever happens; tmp is left for the caller to remove or
+// recover on failure.
+func Publish(fsys FS, f SyncCloser, tmp, path string) error {
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("fsync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
 		return err
 	}
-	return SyncDir(filepath.Dir(newpath))
+	return SyncedRename(fsys, tmp, path)
+}
+
+// SyncedRename renames oldpath to newpath and fsyncs newpath's directory,
+// so the rename survives a crash.
+func SyncedRename(fsys FS, oldpath, newpath string) error {
+	if err := fsys.Rename(oldpath, newpath); err != nil {
+		return err
+	}
+	return fsys.SyncDir(filepath.Dir(newpath))
 }
 
 // SyncDir fsyncs a directory.
