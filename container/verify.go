@@ -10,8 +10,10 @@ import (
 	"github.com/gguftool/gguftool/internal/filehash"
 )
 
-// hashFile returns a file's size and XXH3-128.
-func hashFile(ctx context.Context, path string, progress func(int64)) (int64, Digest, error) {
+// HashFile returns a file's size and XXH3-128 in the form manifests
+// record, reading it front to back; progress, if not nil, is told of each
+// chunk's bytes.
+func HashFile(ctx context.Context, path string, progress func(int64)) (int64, Digest, error) {
 	n, sum, err := filehash.File(ctx, path, progress)
 	if err != nil {
 		return n, "", err
@@ -35,7 +37,7 @@ func VerifyPack(ctx context.Context, dir string, report func(error), progress fu
 	}
 	checkRef := func(ref FileRef) {
 		path := filepath.Join(dir, ref.File)
-		n, d, err := hashFile(ctx, path, progress)
+		n, d, err := HashFile(ctx, path, progress)
 		switch {
 		case err != nil:
 			report(err)
@@ -148,7 +150,7 @@ func VerifySet(ctx context.Context, path string, against *Manifest, report func(
 			report(finding(p, -1, -1, "the pack has no source shard of this name"))
 			continue
 		}
-		n, d, err := hashFile(ctx, p, progress)
+		n, d, err := HashFile(ctx, p, progress)
 		if err != nil {
 			return err
 		}

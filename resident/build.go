@@ -88,7 +88,7 @@ func openSource(ctx context.Context, src string, o *Options) (*source, error) {
 	}
 	out := &source{set: s, ggufPath: src, ident: Source{Kind: "gguf"}}
 	for _, p := range s.Paths {
-		size, d, err := hashFile(ctx, p)
+		size, d, err := container.HashFile(ctx, p, nil)
 		if err != nil {
 			s.Close()
 			return nil, err
@@ -115,7 +115,7 @@ func openSource(ctx context.Context, src string, o *Options) (*source, error) {
 }
 
 func packRef(ctx context.Context, dir string) (*PackRef, error) {
-	_, d, err := hashFile(ctx, filepath.Join(dir, container.ManifestName))
+	_, d, err := container.HashFile(ctx, filepath.Join(dir, container.ManifestName), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -413,7 +413,7 @@ func writeTier(ctx context.Context, s *source, tensors []*gguf.SetTensor, errs m
 }
 
 func fileRef(ctx context.Context, path string) (container.FileRef, error) {
-	size, d, err := hashFile(ctx, path)
+	size, d, err := container.HashFile(ctx, path, nil)
 	return container.FileRef{File: filepath.Base(path), Size: size, XXH3: d}, err
 }
 

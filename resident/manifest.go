@@ -13,8 +13,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/zeebo/xxh3"
-
 	"github.com/gguftool/gguftool/container"
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/atomicfile"
@@ -195,7 +193,7 @@ func ReadManifest(ctx context.Context, path string) (*Manifest, error) {
 	dir := filepath.Dir(path)
 	for _, ref := range append(slices.Clone(m.Files), derefFull(m.Full)...) {
 		p := filepath.Join(dir, ref.File)
-		size, d, err := hashFile(ctx, p)
+		size, d, err := container.HashFile(ctx, p, nil)
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, &InvalidError{File: p, Msg: fmt.Sprintf("listed by %s but missing", filepath.Base(path))}
 		}
@@ -208,31 +206,6 @@ func ReadManifest(ctx context.Context, path string) (*Manifest, error) {
 		}
 	}
 	return m, nil
-}
-
-func hashFile(ctx context.Context, path string) (int64, container.Digest, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, "", err
-	}
-	defer f.Close()
-	h := xxh3.New128()
-	buf := make([]byte, 4<<20)
-	var n int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return n, "", err
-		}
-		k, err := f.Read(buf)
-		h.Write(buf[:k])
-		n += int64(k)
-		if err == io.EOF {
-			return n, container.DigestOf(h.Sum128()), nil
-		}
-		if err != nil {
-			return n, "", err
-		}
-	}
 }
 
 // writeJSON publishes v as indented JSON at path, atomically.
