@@ -1,12 +1,10 @@
 package container
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
 	"github.com/zeebo/xxh3"
-	"golang.org/x/sys/unix"
 )
 
 // Writer builds one container. The space is allocated up front (so a full
@@ -63,16 +61,6 @@ func Create(path string, layer int, comps []Component, experts int, align int64)
 		return nil, fmt.Errorf("container: allocating %d bytes for %s: %w", w.h.FileSize, path, err)
 	}
 	return w, nil
-}
-
-// allocate reserves size bytes of zeros, falling back to a sparse
-// truncate where fallocate is not supported.
-func allocate(f *os.File, size int64) error {
-	err := unix.Fallocate(int(f.Fd()), 0, 0, size)
-	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
-		return f.Truncate(size)
-	}
-	return err
 }
 
 // Header returns the header as it will be written (checksums complete

@@ -106,7 +106,7 @@ func (s Spec) Command(out string) string {
 		}
 	}
 	if s.Quantize != "" {
-		return cmd + " -o model-f32.gguf && gguftool quantize model-f32.gguf " + out + " " + s.Quantize
+		return cmd + " -o model-f32.gguf && gguftool quantize model-f32.gguf " + out + " --type " + s.Quantize
 	}
 	if s.Split > 0 {
 		cmd += fmt.Sprintf(" --split-max-tensors %d", s.Split)
@@ -360,7 +360,7 @@ func RouterMargins(ctx context.Context, model string, seq []int) ([]float64, err
 }
 
 // Tolerance is how closely a runtime must reproduce the fixture, by
-// weight type (llamacpp-oracle.md §5).
+// weight type; each Note says why.
 func (s Spec) Tolerance() Tolerance {
 	switch {
 	case s.Type == "f16" || s.Type == "bf16":

@@ -32,7 +32,8 @@ func oracle(t *testing.T) *llamacpp.Oracle {
 }
 
 // TestFixturesReproduce: synth still makes the exact files the goldens
-// were recorded from. Needs no oracle.
+// were recorded from, and each fixture records its spec's command line.
+// Needs no oracle.
 func TestFixturesReproduce(t *testing.T) {
 	if *update {
 		t.Skip("re-recording")
@@ -52,6 +53,9 @@ func TestFixturesReproduce(t *testing.T) {
 		}
 		if f.Spec != s || len(f.Greedy) != GreedyTokens || len(f.TeacherForced) != len(s.Prompt())+GreedyTokens {
 			t.Errorf("%s: fixture does not match its spec", s.Name())
+		}
+		if want := s.Command(s.Name() + ".gguf"); f.Command != want {
+			t.Errorf("%s: recorded command %q, the spec's is %q", s.Name(), f.Command, want)
 		}
 	}
 }

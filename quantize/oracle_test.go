@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,7 +39,9 @@ func findQuantModel() (string, error) { return llamacpp.Binary("quantmodel") }
 
 // model writes a synthesized model whose rows fit 256-element K-quant
 // blocks, so the mixes' rules rather than their fallbacks decide types.
-func model(t *testing.T, dir, arch string, experts int, split bool, typ gguf.Type) string {
+// shape's zero fields keep the defaults: 4 layers, the architecture's KV
+// heads.
+func model(t *testing.T, dir, arch string, experts int, split bool, typ gguf.Type, shape modelShape) string {
 	t.Helper()
 	c := synth.Defaults(arch)
 	c.Type = typ
@@ -46,6 +49,12 @@ func model(t *testing.T, dir, arch string, experts int, split bool, typ gguf.Typ
 	c.ExpertsUsed = 2
 	if arch == "olmoe" {
 		c.HeadsKV = 4
+	}
+	if shape.layers != 0 {
+		c.Layers = shape.layers
+	}
+	if shape.headsKV != 0 {
+		c.HeadsKV = shape.headsKV
 	}
 	c.Seed = 5
 	kvs, tensors, err := c.Model()
@@ -134,10 +143,17 @@ func writeImatrix(t *testing.T, modelPath, out string, legacy bool) {
 	}
 }
 
+// modelShape deepens the test model where a mix's rules need it.
+type modelShape struct {
+	layers  int // 8 puts layer 0 in the first eighth that several mixes bump
+	headsKV int // 1 makes 4 query heads per KV head, the GQA some mixes bump attn_v for
+}
+
 type variant struct {
 	input     gguf.Type // the source model's weight type (F32 when zero)
 	arch      string
 	experts   int
+	shape     modelShape
 	mix       string
 	imatrix   string // "", "gguf", "dat"
 	keepSplit bool
@@ -146,6 +162,12 @@ type variant struct {
 
 func (v variant) String() string {
 	s := fmt.Sprintf("%s-e%d-%s", v.arch, v.experts, v.mix)
+	if v.shape.layers != 0 {
+		s += fmt.Sprintf("-l%d", v.shape.layers)
+	}
+	if v.shape.headsKV != 0 {
+		s += fmt.Sprintf("-kv%d", v.shape.headsKV)
+	}
 	if v.imatrix != "" {
 		s += "-imatrix-" + v.imatrix
 	}
@@ -161,22 +183,50 @@ func (v variant) String() string {
 	return s
 }
 
-// TestQuantizeMatchesLlamaCpp: gguftool's quantize output is byte for
-// byte what llama_model_quantize writes, for the mixes that matter for
-// MoE, on synthesized models of all three architectures, with and
-// without importance matrices (both formats), with --keep-split and
-// --tensor-type overrides.
-func TestQuantizeMatchesLlamaCpp(t *testing.T) {
-	bin := quantModel(t)
-	mixes := []string{"Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0", "MXFP4_MOE"}
+// offeredMixes are the mixes `gguftool quantize --help` lists
+// (cmd/gguftool/internal/quantize). llama_model_quantize takes each of
+// them with and without an importance matrix: without one it refuses only
+// IQ1_*, IQ2_* and IQ3_XXS tensors and Q2_K_S's Q2_K ones (src/llama-quant.cpp,
+// tensor_requires_imatrix), which no offered mix produces.
+var offeredMixes = []string{
+	"Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q4_K_M", "Q4_K_S", "Q3_K_L", "Q3_K_M", "Q3_K_S",
+	"Q2_K", "Q5_0", "Q5_1", "Q4_0", "Q4_1", "IQ4_NL", "IQ4_XS", "MXFP4_MOE", "F16", "BF16", "F32",
+}
+
+// moeMixes are the mixes MoE models are mostly published in; they are
+// checked on every architecture, the other offered mixes on one each.
+var moeMixes = []string{"Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0", "MXFP4_MOE"}
+
+// oracleVariants are the runs TestQuantizeMatchesLlamaCpp compares: every
+// offered mix with 8 experts and no imatrix and with 4 experts and a GGUF
+// imatrix (Mixtral's 8-expert rules and the general ones), then the rules
+// a 4-layer, 2-query-heads-per-KV-head model cannot reach, the legacy
+// imatrix, --keep-split, overrides and quantized inputs.
+func oracleVariants() []variant {
+	archs := []string{"qwen3moe", "llama", "olmoe"}
 	var vs []variant
-	for _, arch := range []string{"qwen3moe", "llama", "olmoe"} {
-		for _, mix := range mixes {
-			vs = append(vs, variant{arch: arch, experts: 8, mix: mix})
-			vs = append(vs, variant{arch: arch, experts: 4, mix: mix, imatrix: "gguf"})
+	for i, mix := range offeredMixes {
+		on := []string{archs[i%len(archs)]}
+		if slices.Contains(moeMixes, mix) {
+			on = archs
+		}
+		for _, arch := range on {
+			vs = append(vs,
+				variant{arch: arch, experts: 8, mix: mix},
+				variant{arch: arch, experts: 4, mix: mix, imatrix: "gguf"})
 		}
 	}
-	vs = append(vs,
+	// The first-eighth and GQA rules (ffn_down, attn_v) of the mixes that
+	// have them; IQ4_NL and IQ4_XS share theirs, so IQ4_NL runs with an
+	// imatrix, which turns its ffn_down bump off.
+	deep := modelShape{layers: 8, headsKV: 1}
+	for _, mix := range []string{"Q2_K", "Q4_K_S", "IQ4_XS", "Q4_K_M"} {
+		vs = append(vs, variant{arch: "qwen3moe", experts: 4, shape: deep, mix: mix})
+	}
+	for _, mix := range []string{"Q4_0", "Q5_0", "IQ4_NL"} {
+		vs = append(vs, variant{arch: "llama", experts: 4, shape: deep, mix: mix, imatrix: "gguf"})
+	}
+	return append(vs,
 		variant{arch: "qwen3moe", experts: 8, mix: "Q4_K_M", imatrix: "dat"},
 		variant{arch: "qwen3moe", experts: 4, mix: "Q4_0", imatrix: "dat"},
 		variant{arch: "llama", experts: 4, mix: "Q5_K_M", keepSplit: true, imatrix: "gguf"},
@@ -185,42 +235,27 @@ func TestQuantizeMatchesLlamaCpp(t *testing.T) {
 		variant{arch: "llama", experts: 4, mix: "Q5_K_M", input: gguf.TypeBF16, imatrix: "gguf"},
 		variant{arch: "olmoe", experts: 8, mix: "Q4_0", input: gguf.TypeQ8_0},
 	)
-	for _, v := range vs {
+}
+
+// TestQuantizeMatchesLlamaCpp: gguftool's quantize output is byte for
+// byte what llama_model_quantize writes, file for file, for every mix
+// gguftool quantize offers, on synthesized models of all three
+// architectures, with and without importance matrices (both formats),
+// with --keep-split and --tensor-type overrides.
+func TestQuantizeMatchesLlamaCpp(t *testing.T) {
+	bin := quantModel(t)
+	for _, v := range oracleVariants() {
 		t.Run(v.String(), func(t *testing.T) {
 			dir := t.TempDir()
-			in := model(t, dir, v.arch, v.experts, v.keepSplit, v.input)
-			ft, err := quantize.ParseFType(v.mix)
-			if err != nil {
-				t.Fatal(err)
-			}
-			args := []string{}
-			opts := quantize.DefaultOptions(ft)
-			if v.imatrix != "" {
-				im := filepath.Join(dir, "imatrix."+v.imatrix)
-				writeImatrix(t, in, im, v.imatrix == "dat")
-				args = append(args, "--imatrix", im)
-				if opts.Imatrix, err = quantize.LoadImatrix(im); err != nil {
+			in := model(t, dir, v.arch, v.experts, v.keepSplit, v.input, v.shape)
+			args, opts := v.options(t, dir, in)
+			wantDir, gotDir := filepath.Join(dir, "llama.cpp"), filepath.Join(dir, "gguftool")
+			for _, d := range []string{wantDir, gotDir} {
+				if err := os.Mkdir(d, 0o755); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if v.keepSplit {
-				args = append(args, "--keep-split")
-				opts.KeepSplit = true
-			}
-			if tt, _ := v.input.Traits(); tt.Quantized {
-				args = append(args, "--allow-requantize")
-				opts.AllowRequantize = true
-			}
-			for _, ov := range v.overrides {
-				args = append(args, "--tensor-type", ov)
-				o, err := quantize.ParseOverride(ov)
-				if err != nil {
-					t.Fatal(err)
-				}
-				opts.TensorTypes = append(opts.TensorTypes, o)
-			}
-			want := filepath.Join(dir, "want.gguf")
-			cmd := exec.Command(bin, append(args, in, want, fmt.Sprint(uint32(ft)))...)
+			cmd := exec.Command(bin, append(args, in, filepath.Join(wantDir, "out.gguf"), fmt.Sprint(uint32(opts.FType)))...)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("llama.cpp: %v\n%s", err, out)
 			}
@@ -234,17 +269,88 @@ func TestQuantizeMatchesLlamaCpp(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := filepath.Join(dir, "got.gguf")
-			gotPaths, err := quantize.Run(context.Background(), s, got, plan, opts)
+			written, err := quantize.Run(context.Background(), s, filepath.Join(gotDir, "out.gguf"), plan, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantPaths := plan.OutputPaths(want, v.keepSplit)
-			for i := range gotPaths {
-				compareFiles(t, gotPaths[i], wantPaths[i])
-			}
+			compareDirs(t, gotDir, wantDir, written)
 		})
 	}
+}
+
+// options are the variant's quantmodel arguments (before IN OUT FTYPE)
+// and the same settings as library options; the imatrix is written to dir.
+func (v variant) options(t *testing.T, dir, in string) ([]string, quantize.Options) {
+	t.Helper()
+	ft, err := quantize.ParseFType(v.mix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	opts := quantize.DefaultOptions(ft)
+	if v.imatrix != "" {
+		im := filepath.Join(dir, "imatrix."+v.imatrix)
+		writeImatrix(t, in, im, v.imatrix == "dat")
+		args = append(args, "--imatrix", im)
+		if opts.Imatrix, err = quantize.LoadImatrix(im); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v.keepSplit {
+		args = append(args, "--keep-split")
+		opts.KeepSplit = true
+	}
+	if tt, _ := v.input.Traits(); tt.Quantized {
+		args = append(args, "--allow-requantize")
+		opts.AllowRequantize = true
+	}
+	for _, ov := range v.overrides {
+		args = append(args, "--tensor-type", ov)
+		o, err := quantize.ParseOverride(ov)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.TensorTypes = append(opts.TensorTypes, o)
+	}
+	return args, opts
+}
+
+// compareDirs checks that gotDir holds exactly the files llama.cpp wrote
+// to wantDir, under the same names and with the same bytes, and that they
+// are the files quantize.Run reported writing.
+func compareDirs(t *testing.T, gotDir, wantDir string, written []string) {
+	t.Helper()
+	got, want := fileNames(t, gotDir), fileNames(t, wantDir)
+	if !slices.Equal(got, want) {
+		t.Fatalf("gguftool wrote %q, llama.cpp %q", got, want)
+	}
+	var reported []string
+	for _, p := range written {
+		if filepath.Dir(p) != gotDir {
+			t.Fatalf("quantize.Run reported %s, outside %s", p, gotDir)
+		}
+		reported = append(reported, filepath.Base(p))
+	}
+	slices.Sort(reported)
+	if !slices.Equal(reported, got) {
+		t.Fatalf("quantize.Run reported %q, wrote %q", reported, got)
+	}
+	for _, name := range got {
+		compareFiles(t, filepath.Join(gotDir, name), filepath.Join(wantDir, name))
+	}
+}
+
+func fileNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names // os.ReadDir sorts by name
 }
 
 func compareFiles(t *testing.T, got, want string) {

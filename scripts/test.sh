@@ -59,3 +59,4 @@ go test -tags purego ./gguf/quant
 
 echo "== build with CGO_ENABLED=0"
 CGO_ENABLED=0 go build -o /dev/null ./cmd/gguftool
+GOOS=darwin go build ./... # off Linux: pread and buffered files, no io_uring or O_DIRECT

@@ -1,7 +1,10 @@
 // Package ioengine reads many aligned byte ranges of large files at high
 // queue depth: the routed experts of a MoE model, stored on NVMe, that the
 // runtime fetches on a cache miss while it computes on what it already has
-// (DESIGN.md §4). It is Linux-only.
+// (docs/ioengine.md). io_uring and O_DIRECT are Linux's (uring_linux.go,
+// file_linux.go); elsewhere the engine builds with the pread backend and
+// buffered files only (uring_other.go, file_other.go), and Auto says why
+// it fell back.
 //
 // An Engine reads into Buffers of a Pool: memory mapped outside the Go heap,
 // page-aligned, so the kernel may write into it after a system call returns
@@ -47,12 +50,13 @@
 // # Why its own io_uring
 //
 // The ring is set up with io_uring_setup and driven with io_uring_enter
-// through golang.org/x/sys/unix, in a few hundred lines (uring.go). The Go
-// binding that was considered, github.com/pawelgaczynski/giouring, does not
-// link on Go ≥ 1.23: it pulls the unexported syscall.mmap and syscall.munmap
-// in with go:linkname, which the linker now refuses for symbols not marked
-// for it, and it has not been maintained since 2023. A binding that is not
-// ours would also hide the one thing this package exists to get right: when
-// the kernel is done with a buffer. docs/ioengine.md describes the ring
-// layout, the memory ordering and the fallback rules.
+// through golang.org/x/sys/unix, in a few hundred lines (uring_linux.go).
+// The Go binding that was considered, github.com/pawelgaczynski/giouring,
+// does not link on Go ≥ 1.23: it pulls the unexported syscall.mmap and
+// syscall.munmap in with go:linkname, which the linker now refuses for
+// symbols not marked for it, and it has not been maintained since 2023. A
+// binding that is not ours would also hide the one thing this package
+// exists to get right: when the kernel is done with a buffer.
+// docs/ioengine.md describes the ring layout, the memory ordering and the
+// fallback rules.
 package ioengine

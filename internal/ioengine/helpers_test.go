@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 // diskDir returns a new directory on a disk-backed file system, removed
@@ -46,13 +44,7 @@ func diskDir(tb testing.TB) string {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { os.RemoveAll(dir) })
-	var sfs unix.Statfs_t
-	if err := unix.Statfs(dir, &sfs); err != nil {
-		tb.Fatal(err)
-	}
-	if sfs.Type == tmpfsMagic || sfs.Type == ramfsMagic {
-		tb.Fatalf("%s is on tmpfs/ramfs: the O_DIRECT tests need a disk-backed file system", dir)
-	}
+	requireDiskBacked(tb, dir)
 	return dir
 }
 

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -435,5 +438,92 @@ func TestAlignRange(t *testing.T) {
 		if aoff != tc.aoff || alen != tc.alen || skip != tc.skip {
 			t.Errorf("AlignRange(%d, %d, %d) = %d, %d, %d; want %d, %d, %d", tc.off, tc.n, tc.align, aoff, alen, skip, tc.aoff, tc.alen, tc.skip)
 		}
+	}
+}
+
+// TestNoReuseInFlight drives the real engine while a second goroutine keeps
+// trying to Put each buffer as soon as its request is submitted. A Put that
+// succeeds proves the read is over: the buffer is then taken again and
+// filled with a sentinel, which a late kernel write would overwrite.
+func TestNoReuseInFlight(t *testing.T) {
+	path, data := writeFile(t, diskDir(t), "data", 4<<20, 21)
+	for _, backend := range []Backend{Uring, Pread} {
+		t.Run(backend.String(), func(t *testing.T) {
+			e := newEngine(t, Options{Backend: backend, QueueDepth: 8, Direct: true})
+			f := open(t, e, path)
+			const n = 16
+			p := newPool(t, 256<<10, n)
+			ctx := context.Background()
+			rng := rand.New(rand.NewPCG(22, 0))
+			refused := 0
+			for round := range 50 {
+				reqs := make([]*Request, n)
+				for i := range reqs {
+					b, err := p.Get(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					off := PageSize * rng.Int64N(int64(len(data)-p.BufSize())/PageSize)
+					reqs[i] = &Request{File: f, Off: off, Len: p.BufSize(), Buf: b}
+				}
+				batch, err := e.Submit(ctx, reqs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var mu sync.Mutex
+				reused := map[*Buffer]bool{}
+				var wg sync.WaitGroup
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for _, r := range reqs {
+						for {
+							err := p.Put(r.Buf)
+							if err == nil {
+								break
+							}
+							if !errors.Is(err, ErrInFlight) {
+								t.Error(err)
+								return
+							}
+							mu.Lock()
+							refused++
+							mu.Unlock()
+							runtime.Gosched()
+						}
+						b, err := p.Get(ctx)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						for i := range b.Bytes() {
+							b.Bytes()[i] = 0xA5
+						}
+						mu.Lock()
+						reused[b] = true
+						mu.Unlock()
+					}
+				}()
+				wg.Wait()
+				if err := batch.Wait(); err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range reqs {
+					if !reused[r.Buf] {
+						t.Fatalf("round %d: buffer not taken back", round)
+					}
+					if !bytes.Equal(r.Buf.Bytes(), bytes.Repeat([]byte{0xA5}, p.BufSize())) {
+						t.Fatalf("round %d: a read landed in a buffer after it was handed out again", round)
+					}
+					if err := p.Put(r.Buf); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			t.Logf("%d Puts refused while reads were in flight", refused)
+			if refused == 0 {
+				t.Error("no Put was ever refused: the test did not race with the reads")
+			}
+		})
 	}
 }
