@@ -25,8 +25,10 @@ const configHelp = `
 The storage-tiers configuration (docs/format/storage-tiers.md) is read from
 --config, else $GGUFTOOL_CONFIG, else $XDG_CONFIG_HOME/gguftool/storage-
 tiers.json (~/.config when XDG_CONFIG_HOME is unset). Before anything else
-the command finishes operations a crash interrupted after their copy was
-verified; an interrupted copy is left to resume (see gguftool tiers recover).`
+the command settles operations a crash interrupted after their copy was
+verified: the copy is read again and the operation finished, or rolled back
+(source kept, exit code 3) if the copy no longer matches its digests; an
+interrupted copy is left to resume (see gguftool tiers recover).`
 
 // baseOptions are the streams and the flags every command that reads the
 // storage-tiers configuration shares.
@@ -76,8 +78,11 @@ func (c *baseOptions) open(ctx context.Context, rec recovery) (*tiers.Manager, e
 	if rec != noRecovery {
 		recs, err := m.Recover(ctx, tiers.RecoverAuto)
 		for _, r := range recs {
-			if r.Outcome == "completed" {
+			switch r.Outcome {
+			case "completed":
 				fmt.Fprintf(c.IO.ErrOut, "gguftool: finished the interrupted %s of %s from %s to %s (journal %s)\n", r.Op, r.Artifact, r.From, r.To, r.ID)
+			case "rolled-back":
+				fmt.Fprintf(c.IO.ErrOut, "gguftool: rolled back the interrupted %s of %s from %s to %s (journal %s): %s\n", r.Op, r.Artifact, r.From, r.To, r.ID, r.Error)
 			}
 		}
 		switch {
@@ -305,7 +310,10 @@ func NewCmdTiersRecover(f *cmdutil.Factory, runF func(context.Context, *TiersRec
 		Short: "Finish or roll back operations a crash interrupted",
 		Long: `Settle every operation recorded in the tiers' journals. Operations whose
 copy was already verified are finished (published, then the source dropped
-for a migration): they can only go forward. Interrupted copies are resumed
+for a migration) once the copy has been read again and still matches the
+digests recorded at verification; a copy that no longer matches is removed
+(a twin that was there before is kept), the source stays, and the command
+exits 3 naming the file. Interrupted copies are resumed
 from their last checkpoint and finished, or with --rollback their temporary
 files are deleted and the source stays as it was. Temporary files no
 journal owns are removed. An operation another process is running is left
