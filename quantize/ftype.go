@@ -69,6 +69,15 @@ var ftypeNames = []struct {
 	{"F16", FTypeF16}, {"BF16", FTypeBF16}, {"F32", FTypeF32},
 }
 
+// OfferedMixes are the mixes `gguftool quantize` offers (its help lists
+// them): each one's output is byte-identical to llama_model_quantize's,
+// with and without an importance matrix, which the oracle test checks for
+// every name here.
+var OfferedMixes = []string{
+	"Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q4_K_M", "Q4_K_S", "Q3_K_L", "Q3_K_M", "Q3_K_S",
+	"Q2_K", "Q5_0", "Q5_1", "Q4_0", "Q4_1", "IQ4_NL", "IQ4_XS", "MXFP4_MOE", "F16", "BF16", "F32",
+}
+
 // ParseFType maps a mix name (case-insensitive) to its ftype.
 func ParseFType(s string) (FType, error) {
 	for _, n := range ftypeNames {

@@ -183,15 +183,11 @@ func (v variant) String() string {
 	return s
 }
 
-// offeredMixes are the mixes `gguftool quantize --help` lists
-// (cmd/gguftool/internal/quantize). llama_model_quantize takes each of
-// them with and without an importance matrix: without one it refuses only
-// IQ1_*, IQ2_* and IQ3_XXS tensors and Q2_K_S's Q2_K ones (src/llama-quant.cpp,
-// tensor_requires_imatrix), which no offered mix produces.
-var offeredMixes = []string{
-	"Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q4_K_M", "Q4_K_S", "Q3_K_L", "Q3_K_M", "Q3_K_S",
-	"Q2_K", "Q5_0", "Q5_1", "Q4_0", "Q4_1", "IQ4_NL", "IQ4_XS", "MXFP4_MOE", "F16", "BF16", "F32",
-}
+// Every offered mix (quantize.OfferedMixes) is compared with and without an
+// importance matrix: llama_model_quantize takes each both ways, since
+// without one it refuses only IQ1_*, IQ2_* and IQ3_XXS tensors and
+// Q2_K_S's Q2_K ones (src/llama-quant.cpp, tensor_requires_imatrix), which
+// no offered mix produces.
 
 // moeMixes are the mixes MoE models are mostly published in; they are
 // checked on every architecture, the other offered mixes on one each.
@@ -205,7 +201,7 @@ var moeMixes = []string{"Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0", "MXFP4_MOE"}
 func oracleVariants() []variant {
 	archs := []string{"qwen3moe", "llama", "olmoe"}
 	var vs []variant
-	for i, mix := range offeredMixes {
+	for i, mix := range quantize.OfferedMixes {
 		on := []string{archs[i%len(archs)]}
 		if slices.Contains(moeMixes, mix) {
 			on = archs

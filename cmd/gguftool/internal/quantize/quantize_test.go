@@ -11,6 +11,7 @@ import (
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/quantize"
 )
 
 func TestNewCmdQuantize(t *testing.T) {
@@ -77,5 +78,22 @@ func TestBuildOptionsUsageErrors(t *testing.T) {
 		if _, err := BuildOptions(&o); err == nil || !cmdutil.IsUsageError(err) {
 			t.Errorf("%+v: %v; want a usage error", o, err)
 		}
+	}
+}
+
+// TestHelpListsOfferedMixes: the mixes the help offers are exactly the ones
+// the library guards against llama.cpp (quantize.OfferedMixes), so the two
+// lists cannot drift apart.
+func TestHelpListsOfferedMixes(t *testing.T) {
+	ios, _, _ := iostreams.Test()
+	long := NewCmdQuantize(&cmdutil.Factory{IOStreams: ios}, nil).Long
+	start := strings.Index(long, "Mixes: ")
+	end := strings.Index(long, "\n(Q4_K")
+	if start < 0 || end < start {
+		t.Fatalf("no Mixes: paragraph in the help:\n%s", long)
+	}
+	listed := strings.Split(strings.ReplaceAll(long[start+len("Mixes: "):end], "\n", " "), ", ")
+	if diff := cmp.Diff(quantize.OfferedMixes, listed); diff != "" {
+		t.Errorf("help lists other mixes than quantize.OfferedMixes (-library +help):\n%s", diff)
 	}
 }
