@@ -59,9 +59,15 @@ var Layers = map[string]int{
 var SameLayer = map[string][]string{
 	"gguf/quant":                     {"gguf"},
 	"cmd/gguftool/internal/runflags": {"cmd/gguftool/internal/cmdutil"},
+	// cmdtest runs the commands' flag tables with cmdutil's factory.
+	"cmd/gguftool/internal/cmdutil/cmdtest": {"cmd/gguftool/internal/cmdutil"},
 	// demo runs synth and inspect as a user would.
 	"cmd/gguftool/internal/demo": {"cmd/gguftool/internal/synth", "cmd/gguftool/internal/inspect"},
 }
+
+// TestOnly lists packages that only tests may import: support code that
+// must not end up in the binary.
+var TestOnly = []string{"cmd/gguftool/internal/cmdutil/cmdtest"}
 
 // Layer returns the layer and the matched prefix of a module package.
 func Layer(pkg string) (int, string, bool) {
@@ -126,6 +132,8 @@ func CheckPackages(pkgs []Package) []Violation {
 			}
 			il, ip, ok := Layer(imp)
 			switch {
+			case slices.Contains(TestOnly, rel(imp)):
+				vs = append(vs, Violation{p.ImportPath, imp, "test support, imported outside a test"})
 			case !ok:
 				vs = append(vs, Violation{p.ImportPath, imp, "imported package has no layer"})
 			case il > pl:

@@ -101,6 +101,7 @@ func TestCheckPackagesFinds(t *testing.T) {
 		{"engine", "trace", false},
 		{"container", "internal/ioengine", false},
 		{"cmd/gguftool/internal/root", "cmd/gguftool/internal/run", false},
+		{"cmd/gguftool/internal/pack", "cmd/gguftool/internal/cmdutil/cmdtest", true}, // test support in the binary
 	} {
 		vs := CheckPackages([]Package{{ImportPath: m(tc.from), Imports: []string{m(tc.to), "fmt"}}})
 		if got := len(vs) > 0; got != tc.bad {

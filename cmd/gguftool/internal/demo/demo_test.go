@@ -1,61 +1,21 @@
 package demo
 
 import (
-	"bytes"
-	"context"
-	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
-	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
 	"github.com/gguftool/gguftool/internal/iostreams"
 )
 
 func TestNewCmdDemo(t *testing.T) {
-	tests := []struct {
-		name    string
-		args    string
-		want    DemoOptions
-		wantErr string
-	}{
-		{name: "defaults", args: "", want: DemoOptions{}},
-		{name: "every flag", args: "--dir /tmp/demo --json", want: DemoOptions{Dir: "/tmp/demo", JSON: true}},
-		{name: "an argument", args: "model.gguf", wantErr: "expected no arguments, got 1"},
-		{name: "unknown flag", args: "--keep", wantErr: "unknown flag: --keep"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _ := iostreams.Test()
-			var got *DemoOptions
-			cmd := NewCmdDemo(&cmdutil.Factory{IOStreams: ios}, func(_ context.Context, o *DemoOptions) error {
-				got = o
-				return nil
-			})
-			cmd.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
-			cmd.SetArgs(strings.Fields(tt.args))
-			cmd.SetIn(&bytes.Buffer{})
-			cmd.SetOut(io.Discard)
-			cmd.SetErr(io.Discard)
-			_, err := cmd.ExecuteC()
-			if tt.wantErr != "" {
-				if err == nil || !cmdutil.IsUsageError(err) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v; want a usage error containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got.IO = nil
-			if diff := cmp.Diff(tt.want, *got); diff != "" {
-				t.Errorf("options (-want +got):\n%s", diff)
-			}
-		})
-	}
+	cmdtest.RunFlagCases(t, NewCmdDemo, func(o *DemoOptions) **iostreams.IOStreams { return &o.IO }, []cmdtest.FlagCase[DemoOptions]{
+		{Name: "defaults", Args: "", Want: DemoOptions{}},
+		{Name: "every flag", Args: "--dir /tmp/demo --json", Want: DemoOptions{Dir: "/tmp/demo", JSON: true}},
+		{Name: "an argument", Args: "model.gguf", WantErr: "expected no arguments, got 1"},
+		{Name: "unknown flag", Args: "--keep", WantErr: "unknown flag: --keep"},
+	})
 }
 
 // TestSameBytes: a file that cannot be read is an error, never equal to

@@ -1,69 +1,33 @@
 package quantize
 
 import (
-	"bytes"
-	"context"
-	"io"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/quantize"
 )
 
 func TestNewCmdQuantize(t *testing.T) {
-	tests := []struct {
-		name    string
-		args    string
-		want    QuantizeOptions
-		wantErr string
-	}{
-		{name: "defaults", args: "in.gguf out.gguf --type Q4_K_M", want: QuantizeOptions{In: "in.gguf", Out: "out.gguf", Type: "Q4_K_M"}},
+	cmdtest.RunFlagCases(t, NewCmdQuantize, func(o *QuantizeOptions) **iostreams.IOStreams { return &o.IO }, []cmdtest.FlagCase[QuantizeOptions]{
+		{Name: "defaults", Args: "in.gguf out.gguf --type Q4_K_M", Want: QuantizeOptions{In: "in.gguf", Out: "out.gguf", Type: "Q4_K_M"}},
 		{
-			name: "every flag, overrides in order",
-			args: "in.gguf out.gguf --type q8_0 --tensor-type ffn_down_exps=q6_k --tensor-type attn_.*=q8_0 --tensor-type-file types.txt " +
+			Name: "every flag, overrides in order",
+			Args: "in.gguf out.gguf --type q8_0 --tensor-type ffn_down_exps=q6_k --tensor-type attn_.*=q8_0 --tensor-type-file types.txt " +
 				"--imatrix imatrix.gguf --keep-split --allow-requantize --leave-output-tensor --pure " +
 				"--output-tensor-type q6_k --token-embedding-type q4_k --dry-run --json",
-			want: QuantizeOptions{In: "in.gguf", Out: "out.gguf", Type: "q8_0", TensorTypes: []string{"ffn_down_exps=q6_k", "attn_.*=q8_0"},
+			Want: QuantizeOptions{In: "in.gguf", Out: "out.gguf", Type: "q8_0", TensorTypes: []string{"ffn_down_exps=q6_k", "attn_.*=q8_0"},
 				TensorTypeFile: "types.txt", Imatrix: "imatrix.gguf", KeepSplit: true, AllowRequantize: true, LeaveOutputTensor: true,
 				Pure: true, OutputTensorType: "q6_k", TokenEmbeddingType: "q4_k", DryRun: true, JSON: true},
 		},
-		{name: "no type", args: "in.gguf out.gguf", wantErr: "--type is required"},
-		{name: "no output", args: "in.gguf --type q8_0", wantErr: "expected IN and OUT, got 1"},
-		{name: "unknown flag", args: "in.gguf out.gguf --type q8_0 --fast", wantErr: "unknown flag: --fast"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _ := iostreams.Test()
-			var got *QuantizeOptions
-			cmd := NewCmdQuantize(&cmdutil.Factory{IOStreams: ios}, func(_ context.Context, o *QuantizeOptions) error {
-				got = o
-				return nil
-			})
-			cmd.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
-			cmd.SetArgs(strings.Fields(tt.args))
-			cmd.SetIn(&bytes.Buffer{})
-			cmd.SetOut(io.Discard)
-			cmd.SetErr(io.Discard)
-			_, err := cmd.ExecuteC()
-			if tt.wantErr != "" {
-				if err == nil || !cmdutil.IsUsageError(err) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v; want a usage error containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got.IO = nil
-			if diff := cmp.Diff(tt.want, *got); diff != "" {
-				t.Errorf("options (-want +got):\n%s", diff)
-			}
-		})
-	}
+		{Name: "no type", Args: "in.gguf out.gguf", WantErr: "--type is required"},
+		{Name: "no output", Args: "in.gguf --type q8_0", WantErr: "expected IN and OUT, got 1"},
+		{Name: "unknown flag", Args: "in.gguf out.gguf --type q8_0 --fast", WantErr: "unknown flag: --fast"},
+	})
 }
 
 // TestBuildOptionsUsageErrors: a mix, type or override the flags got

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/demo"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/inspect"
 	"github.com/gguftool/gguftool/gguf"
@@ -188,6 +189,7 @@ func TestDemo(t *testing.T) {
 
 // TestCLIReference keeps docs/cli.md in step with the commands.
 func TestCLIReference(t *testing.T) {
+	cmdtest.UnsetEnv(t) // help shows defaults the environment would change
 	ios, _, _ := iostreams.Test()
 	got := MarkdownReference(NewCmdRoot(&cmdutil.Factory{IOStreams: ios, Version: Version}))
 	path := filepath.Join("..", "..", "..", "..", "docs", "cli.md")

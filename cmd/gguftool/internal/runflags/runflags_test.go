@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
 	"github.com/gguftool/gguftool/engine"
 	"github.com/gguftool/gguftool/internal/ioengine"
 )
@@ -23,6 +24,7 @@ func parse(t *testing.T, argv string) (Model, error) {
 }
 
 func TestRegister(t *testing.T) {
+	cmdtest.UnsetEnv(t)
 	defaults := Model{ExpertCache: "auto", Policy: "lru", IO: "auto"}
 	tests := []struct {
 		name string
@@ -65,6 +67,7 @@ func TestRegister(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
+	cmdtest.UnsetEnv(t)
 	tests := []struct {
 		name    string
 		args    string

@@ -1,17 +1,12 @@
 package serve
 
 import (
-	"bytes"
-	"context"
-	"io"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/runflags"
 	"github.com/gguftool/gguftool/internal/iostreams"
 )
@@ -24,71 +19,33 @@ func TestNewCmdServe(t *testing.T) {
 		edit(&o)
 		return o
 	}
-	tests := []struct {
-		name    string
-		env     map[string]string
-		args    string
-		want    ServeOptions
-		wantErr string
-	}{
-		{name: "defaults", args: "m.pack", want: with(func(o *ServeOptions) { o.Model = "m.pack" })},
+	cmdtest.RunFlagCases(t, NewCmdServe, func(o *ServeOptions) **iostreams.IOStreams { return &o.IO }, []cmdtest.FlagCase[ServeOptions]{
+		{Name: "defaults", Args: "m.pack", Want: with(func(o *ServeOptions) { o.Model = "m.pack" })},
 		{
-			name: "every flag",
-			args: "m.pack --addr 0.0.0.0:9000 --api-key k --model-name qwen --queue 4 --request-timeout 30s --max-body 64KiB " +
+			Name: "every flag",
+			Args: "m.pack --addr 0.0.0.0:9000 --api-key k --model-name qwen --queue 4 --request-timeout 30s --max-body 64KiB " +
 				"--max-tokens 512 --default-max-tokens 64 --ctx 2048 --shutdown-grace 5s --log-format json --config tiers.json --expert-cache-slots 2",
-			want: with(func(o *ServeOptions) {
+			Want: with(func(o *ServeOptions) {
 				o.Model, o.Addr, o.APIKey, o.ModelName, o.Queue, o.RequestTimeout, o.MaxBody = "m.pack", "0.0.0.0:9000", "k", "qwen", 4, 30*time.Second, 64<<10
 				o.MaxTokens, o.DefaultMaxTokens, o.Context, o.Grace, o.LogFormat, o.Config = 512, 64, 2048, 5*time.Second, "json", "tiers.json"
 				o.Flags.ExpertSlots = 2
 			}),
 		},
 		{
-			name: "environment",
-			env:  map[string]string{"GGUFTOOL_ADDR": "0.0.0.0:8081", "GGUFTOOL_API_KEY": "secret", "GGUFTOOL_EXPERT_CACHE": "8GiB"},
-			args: "m.pack",
-			want: with(func(o *ServeOptions) {
+			Name: "environment",
+			Env:  map[string]string{"GGUFTOOL_ADDR": "0.0.0.0:8081", "GGUFTOOL_API_KEY": "secret", "GGUFTOOL_EXPERT_CACHE": "8GiB"},
+			Args: "m.pack",
+			Want: with(func(o *ServeOptions) {
 				o.Model, o.Addr, o.APIKey, o.Flags.ExpertCache = "m.pack", "0.0.0.0:8081", "secret", "8GiB"
 			}),
 		},
-		{name: "max body with a decimal suffix", args: "m.pack --max-body 2M", want: with(func(o *ServeOptions) { o.Model, o.MaxBody = "m.pack", 2e6 })},
-		{name: "off loopback without a key", args: "m.pack --addr 0.0.0.0:8080", wantErr: "not loopback: set --api-key"},
-		{name: "unknown log format", args: "m.pack --log-format xml", wantErr: `--log-format "xml"`},
-		{name: "bad max body", args: "m.pack --max-body huge", wantErr: "invalid size"},
-		{name: "bad timeout", args: "m.pack --request-timeout 10", wantErr: `invalid argument "10"`},
-		{name: "no model", args: "", wantErr: "expected a model (pack directory or GGUF), got 0"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			ios, _, _ := iostreams.Test()
-			var got *ServeOptions
-			cmd := NewCmdServe(&cmdutil.Factory{IOStreams: ios}, func(_ context.Context, o *ServeOptions) error {
-				got = o
-				return nil
-			})
-			cmd.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
-			cmd.SetArgs(strings.Fields(tt.args))
-			cmd.SetIn(&bytes.Buffer{})
-			cmd.SetOut(io.Discard)
-			cmd.SetErr(io.Discard)
-			_, err := cmd.ExecuteC()
-			if tt.wantErr != "" {
-				if err == nil || !cmdutil.IsUsageError(err) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v; want a usage error containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got.IO = nil
-			if diff := cmp.Diff(tt.want, *got, cmpopts.IgnoreFields(ServeOptions{}, "Ready")); diff != "" {
-				t.Errorf("options (-want +got):\n%s", diff)
-			}
-		})
-	}
+		{Name: "max body with a decimal suffix", Args: "m.pack --max-body 2M", Want: with(func(o *ServeOptions) { o.Model, o.MaxBody = "m.pack", 2e6 })},
+		{Name: "off loopback without a key", Args: "m.pack --addr 0.0.0.0:8080", WantErr: "not loopback: set --api-key"},
+		{Name: "unknown log format", Args: "m.pack --log-format xml", WantErr: `--log-format "xml"`},
+		{Name: "bad max body", Args: "m.pack --max-body huge", WantErr: "invalid size"},
+		{Name: "bad timeout", Args: "m.pack --request-timeout 10", WantErr: `invalid argument "10"`},
+		{Name: "no model", Args: "", WantErr: "expected a model (pack directory or GGUF), got 0"},
+	}, cmdtest.WithCmpOptions(cmpopts.IgnoreFields(ServeOptions{}, "Ready")))
 }
 
 func TestLoopback(t *testing.T) {

@@ -1,17 +1,12 @@
 package tiers
 
 import (
-	"bytes"
-	"context"
-	"io"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/cobra"
 
-	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
 	"github.com/gguftool/gguftool/internal/iostreams"
 )
 
@@ -30,149 +25,98 @@ func TestParseAge(t *testing.T) {
 	}
 }
 
-// flagCase is one argv and the options it should give, or the usage
-// error it should be refused with.
-type flagCase[O any] struct {
-	name    string
-	env     map[string]string
-	args    string
-	want    O
-	wantErr string
-}
-
-// testFlags runs each case's argv through the command newCmd builds and
-// compares the options its run function is handed, less the streams.
-func testFlags[O any](t *testing.T, newCmd func(*cmdutil.Factory, func(context.Context, *O) error) *cobra.Command,
-	streams func(*O) **iostreams.IOStreams, cases []flagCase[O]) {
-	t.Helper()
-	// Let cmp see the shared options the commands embed.
-	unexported := cmp.AllowUnexported(TiersStatusOptions{}, TiersRecoverOptions{}, TiersEvictOptions{}, TiersScrubOptions{},
-		MigrateOptions{}, EnsureHotOptions{}, moveOptions{}, TwinsFindOptions{})
-	for _, tt := range cases {
-		t.Run(tt.name, func(t *testing.T) {
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			ios, _, _ := iostreams.Test()
-			var got *O
-			cmd := newCmd(&cmdutil.Factory{IOStreams: ios}, func(_ context.Context, o *O) error {
-				got = o
-				return nil
-			})
-			cmd.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
-			cmd.SetArgs(strings.Fields(tt.args))
-			cmd.SetIn(&bytes.Buffer{})
-			cmd.SetOut(io.Discard)
-			cmd.SetErr(io.Discard)
-			_, err := cmd.ExecuteC()
-			if tt.wantErr != "" {
-				if err == nil || !cmdutil.IsUsageError(err) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v; want a usage error containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if *streams(got) != ios {
-				t.Error("the options do not carry the factory's streams")
-			}
-			*streams(got) = nil
-			if diff := cmp.Diff(tt.want, *got, unexported); diff != "" {
-				t.Errorf("options (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
+// seeEmbedded lets cmp compare the unexported options the commands embed.
+var seeEmbedded = cmdtest.WithCmpOptions(cmp.AllowUnexported(TiersStatusOptions{}, TiersRecoverOptions{}, TiersEvictOptions{},
+	TiersScrubOptions{}, MigrateOptions{}, EnsureHotOptions{}, moveOptions{}, TwinsFindOptions{}))
 
 func TestNewCmdTiersStatus(t *testing.T) {
-	testFlags(t, NewCmdTiersStatus, func(o *TiersStatusOptions) **iostreams.IOStreams { return &o.IO }, []flagCase[TiersStatusOptions]{
-		{name: "defaults", args: ""},
-		{name: "every flag", args: "--config tiers.json --json", want: TiersStatusOptions{baseOptions{Config: "tiers.json", JSON: true}}},
-		{name: "an argument", args: "nvme", wantErr: `unknown command "nvme"`},
-	})
+	cmdtest.RunFlagCases(t, NewCmdTiersStatus, func(o *TiersStatusOptions) **iostreams.IOStreams { return &o.IO }, []cmdtest.FlagCase[TiersStatusOptions]{
+		{Name: "defaults", Args: ""},
+		{Name: "every flag", Args: "--config tiers.json --json", Want: TiersStatusOptions{baseOptions{Config: "tiers.json", JSON: true}}},
+		{Name: "an argument", Args: "nvme", WantErr: `unknown command "nvme"`},
+	}, seeEmbedded)
 }
 
 func TestNewCmdTiersRecover(t *testing.T) {
-	testFlags(t, NewCmdTiersRecover, func(o *TiersRecoverOptions) **iostreams.IOStreams { return &o.IO }, []flagCase[TiersRecoverOptions]{
-		{name: "defaults", args: ""},
-		{name: "rollback", args: "--rollback --json", want: TiersRecoverOptions{baseOptions: baseOptions{JSON: true}, Rollback: true}},
-		{name: "unknown flag", args: "--force", wantErr: "unknown flag: --force"},
-	})
+	cmdtest.RunFlagCases(t, NewCmdTiersRecover, func(o *TiersRecoverOptions) **iostreams.IOStreams { return &o.IO }, []cmdtest.FlagCase[TiersRecoverOptions]{
+		{Name: "defaults", Args: ""},
+		{Name: "rollback", Args: "--rollback --json", Want: TiersRecoverOptions{baseOptions: baseOptions{JSON: true}, Rollback: true}},
+		{Name: "unknown flag", Args: "--force", WantErr: "unknown flag: --force"},
+	}, seeEmbedded)
 }
 
 func TestNewCmdTiersEvict(t *testing.T) {
-	testFlags(t, NewCmdTiersEvict, func(o *TiersEvictOptions) **iostreams.IOStreams { return &o.IO }, []flagCase[TiersEvictOptions]{
-		{name: "decimal size", args: "--tier nvme --free 600GB", want: TiersEvictOptions{Tier: "nvme", Free: 600e9}},
+	cmdtest.RunFlagCases(t, NewCmdTiersEvict, func(o *TiersEvictOptions) **iostreams.IOStreams { return &o.IO }, []cmdtest.FlagCase[TiersEvictOptions]{
+		{Name: "decimal size", Args: "--tier nvme --free 600GB", Want: TiersEvictOptions{Tier: "nvme", Free: 600e9}},
 		{
-			name: "binary sizes, every flag",
-			args: "--tier nvme --free 1.5TiB --copy-to archive --dry-run --allow-cached-digests --bwlimit 400MB --config t.json --json",
-			want: TiersEvictOptions{baseOptions: baseOptions{Config: "t.json", JSON: true}, Tier: "nvme", Free: 3 << 39, CopyTo: "archive",
+			Name: "binary sizes, every flag",
+			Args: "--tier nvme --free 1.5TiB --copy-to archive --dry-run --allow-cached-digests --bwlimit 400MB --config t.json --json",
+			Want: TiersEvictOptions{baseOptions: baseOptions{Config: "t.json", JSON: true}, Tier: "nvme", Free: 3 << 39, CopyTo: "archive",
 				DryRun: true, AllowCache: true, BWLimit: 400e6},
 		},
-		{name: "no tier", args: "--free 1G", wantErr: "--tier and a positive --free are required"},
-		{name: "no size", args: "--tier nvme", wantErr: "--tier and a positive --free are required"},
-		{name: "bad size", args: "--tier nvme --free lots", wantErr: "invalid size"},
-		{name: "an argument", args: "--tier nvme --free 1G models", wantErr: `unknown command "models"`},
-	})
+		{Name: "no tier", Args: "--free 1G", WantErr: "--tier and a positive --free are required"},
+		{Name: "no size", Args: "--tier nvme", WantErr: "--tier and a positive --free are required"},
+		{Name: "bad size", Args: "--tier nvme --free lots", WantErr: "invalid size"},
+		{Name: "an argument", Args: "--tier nvme --free 1G models", WantErr: `unknown command "models"`},
+	}, seeEmbedded)
 }
 
 func TestNewCmdTiersScrub(t *testing.T) {
-	testFlags(t, NewCmdTiersScrub, func(o *TiersScrubOptions) **iostreams.IOStreams { return &o.IO }, []flagCase[TiersScrubOptions]{
-		{name: "defaults", args: "", want: TiersScrubOptions{OlderThan: 30 * 24 * time.Hour}},
-		{name: "tiers and an age in days and hours", args: "--tier archive,cold --tier warm --older-than 1d12h --json",
-			want: TiersScrubOptions{baseOptions: baseOptions{JSON: true}, OlderThan: 36 * time.Hour, Tiers: []string{"archive", "cold", "warm"}}},
-		{name: "everything", args: "--older-than 0", want: TiersScrubOptions{}},
-		{name: "bad age", args: "--older-than 3w", wantErr: "--older-than"},
-	})
+	cmdtest.RunFlagCases(t, NewCmdTiersScrub, func(o *TiersScrubOptions) **iostreams.IOStreams { return &o.IO }, []cmdtest.FlagCase[TiersScrubOptions]{
+		{Name: "defaults", Args: "", Want: TiersScrubOptions{OlderThan: 30 * 24 * time.Hour}},
+		{Name: "tiers and an age in days and hours", Args: "--tier archive,cold --tier warm --older-than 1d12h --json",
+			Want: TiersScrubOptions{baseOptions: baseOptions{JSON: true}, OlderThan: 36 * time.Hour, Tiers: []string{"archive", "cold", "warm"}}},
+		{Name: "everything", Args: "--older-than 0", Want: TiersScrubOptions{}},
+		{Name: "bad age", Args: "--older-than 3w", WantErr: "--older-than"},
+	}, seeEmbedded)
 }
 
 func TestNewCmdMigrate(t *testing.T) {
-	testFlags(t, NewCmdMigrate, func(o *MigrateOptions) **iostreams.IOStreams { return &o.IO }, []flagCase[MigrateOptions]{
-		{name: "defaults", args: "models/qwen3.pack --to archive", want: MigrateOptions{Artifact: "models/qwen3.pack", To: "archive"}},
+	cmdtest.RunFlagCases(t, NewCmdMigrate, func(o *MigrateOptions) **iostreams.IOStreams { return &o.IO }, []cmdtest.FlagCase[MigrateOptions]{
+		{Name: "defaults", Args: "models/qwen3.pack --to archive", Want: MigrateOptions{Artifact: "models/qwen3.pack", To: "archive"}},
 		{
-			name: "every flag",
-			args: "m.gguf --to archive --from nvme --dry-run --allow-cached-digests --bwlimit 1GiB --config t.json --json",
-			want: MigrateOptions{moveOptions: moveOptions{baseOptions: baseOptions{Config: "t.json", JSON: true}, DryRun: true, AllowCache: true,
+			Name: "every flag",
+			Args: "m.gguf --to archive --from nvme --dry-run --allow-cached-digests --bwlimit 1GiB --config t.json --json",
+			Want: MigrateOptions{moveOptions: moveOptions{baseOptions: baseOptions{Config: "t.json", JSON: true}, DryRun: true, AllowCache: true,
 				BWLimit: 1 << 30}, Artifact: "m.gguf", To: "archive", From: "nvme"},
 		},
-		{name: "bandwidth from the environment", env: map[string]string{"GGUFTOOL_BWLIMIT": "400MB"}, args: "m.pack --to cold",
-			want: MigrateOptions{moveOptions: moveOptions{BWLimit: 400e6}, Artifact: "m.pack", To: "cold"}},
-		{name: "the flag beats the environment", env: map[string]string{"GGUFTOOL_BWLIMIT": "400MB"}, args: "m.pack --to cold --bwlimit 0",
-			want: MigrateOptions{Artifact: "m.pack", To: "cold"}},
-		{name: "no destination", args: "m.pack", wantErr: "--to TIER is required"},
-		{name: "no artifact", args: "--to cold", wantErr: "expected an artifact, got 0"},
-		{name: "bad bandwidth", args: "m.pack --to cold --bwlimit fast", wantErr: "invalid size"},
-	})
+		{Name: "bandwidth from the environment", Env: map[string]string{"GGUFTOOL_BWLIMIT": "400MB"}, Args: "m.pack --to cold",
+			Want: MigrateOptions{moveOptions: moveOptions{BWLimit: 400e6}, Artifact: "m.pack", To: "cold"}},
+		{Name: "the flag beats the environment", Env: map[string]string{"GGUFTOOL_BWLIMIT": "400MB"}, Args: "m.pack --to cold --bwlimit 0",
+			Want: MigrateOptions{Artifact: "m.pack", To: "cold"}},
+		{Name: "no destination", Args: "m.pack", WantErr: "--to TIER is required"},
+		{Name: "no artifact", Args: "--to cold", WantErr: "expected an artifact, got 0"},
+		{Name: "bad bandwidth", Args: "m.pack --to cold --bwlimit fast", WantErr: "invalid size"},
+	}, seeEmbedded)
 }
 
 func TestNewCmdEnsureHot(t *testing.T) {
-	testFlags(t, NewCmdEnsureHot, func(o *EnsureHotOptions) **iostreams.IOStreams { return &o.IO }, []flagCase[EnsureHotOptions]{
-		{name: "defaults", args: "models/qwen3.pack", want: EnsureHotOptions{Artifact: "models/qwen3.pack"}},
-		{name: "every flag", args: "m.gguf --tier nvme --dry-run --allow-cached-digests --bwlimit 1GB --json",
-			want: EnsureHotOptions{moveOptions: moveOptions{baseOptions: baseOptions{JSON: true}, DryRun: true, AllowCache: true, BWLimit: 1e9},
+	cmdtest.RunFlagCases(t, NewCmdEnsureHot, func(o *EnsureHotOptions) **iostreams.IOStreams { return &o.IO }, []cmdtest.FlagCase[EnsureHotOptions]{
+		{Name: "defaults", Args: "models/qwen3.pack", Want: EnsureHotOptions{Artifact: "models/qwen3.pack"}},
+		{Name: "every flag", Args: "m.gguf --tier nvme --dry-run --allow-cached-digests --bwlimit 1GB --json",
+			Want: EnsureHotOptions{moveOptions: moveOptions{baseOptions: baseOptions{JSON: true}, DryRun: true, AllowCache: true, BWLimit: 1e9},
 				Artifact: "m.gguf", Tier: "nvme"}},
-		{name: "bandwidth from the environment", env: map[string]string{"GGUFTOOL_BWLIMIT": "2MiB"}, args: "m.pack",
-			want: EnsureHotOptions{moveOptions: moveOptions{BWLimit: 2 << 20}, Artifact: "m.pack"}},
-		{name: "two artifacts", args: "a b", wantErr: "expected an artifact, got 2"},
-		{name: "no destination flag", args: "m.pack --to nvme", wantErr: "unknown flag: --to"},
-	})
+		{Name: "bandwidth from the environment", Env: map[string]string{"GGUFTOOL_BWLIMIT": "2MiB"}, Args: "m.pack",
+			Want: EnsureHotOptions{moveOptions: moveOptions{BWLimit: 2 << 20}, Artifact: "m.pack"}},
+		{Name: "two artifacts", Args: "a b", WantErr: "expected an artifact, got 2"},
+		{Name: "no destination flag", Args: "m.pack --to nvme", WantErr: "unknown flag: --to"},
+	}, seeEmbedded)
 }
 
 func TestNewCmdTwinsFind(t *testing.T) {
-	testFlags(t, NewCmdTwinsFind, func(o *TwinsFindOptions) **iostreams.IOStreams { return &o.IO }, []flagCase[TwinsFindOptions]{
-		{name: "defaults", args: "models/qwen3.pack", want: TwinsFindOptions{Artifact: "models/qwen3.pack"}},
-		{name: "verify", args: "m.gguf --verify --json --config t.json",
-			want: TwinsFindOptions{baseOptions: baseOptions{Config: "t.json", JSON: true}, Artifact: "m.gguf", Verify: true}},
-		{name: "no artifact", args: "--verify", wantErr: "expected an artifact, got 0"},
-	})
+	cmdtest.RunFlagCases(t, NewCmdTwinsFind, func(o *TwinsFindOptions) **iostreams.IOStreams { return &o.IO }, []cmdtest.FlagCase[TwinsFindOptions]{
+		{Name: "defaults", Args: "models/qwen3.pack", Want: TwinsFindOptions{Artifact: "models/qwen3.pack"}},
+		{Name: "verify", Args: "m.gguf --verify --json --config t.json",
+			Want: TwinsFindOptions{baseOptions: baseOptions{Config: "t.json", JSON: true}, Artifact: "m.gguf", Verify: true}},
+		{Name: "no artifact", Args: "--verify", WantErr: "expected an artifact, got 0"},
+	}, seeEmbedded)
 }
 
 func TestNewCmdTwinsVerify(t *testing.T) {
-	testFlags(t, NewCmdTwinsVerify, func(o *TwinsVerifyOptions) **iostreams.IOStreams { return &o.IO }, []flagCase[TwinsVerifyOptions]{
-		{name: "defaults", args: "/nvme/m.pack /cold/m.pack", want: TwinsVerifyOptions{Hot: "/nvme/m.pack", Cold: "/cold/m.pack"}},
-		{name: "json", args: "a.gguf b.gguf --json", want: TwinsVerifyOptions{Hot: "a.gguf", Cold: "b.gguf", JSON: true}},
-		{name: "one path", args: "a.gguf", wantErr: "expected HOT and COLD paths, got 1"},
-		{name: "no configuration flag", args: "a b --config t.json", wantErr: "unknown flag: --config"},
-	})
+	cmdtest.RunFlagCases(t, NewCmdTwinsVerify, func(o *TwinsVerifyOptions) **iostreams.IOStreams { return &o.IO }, []cmdtest.FlagCase[TwinsVerifyOptions]{
+		{Name: "defaults", Args: "/nvme/m.pack /cold/m.pack", Want: TwinsVerifyOptions{Hot: "/nvme/m.pack", Cold: "/cold/m.pack"}},
+		{Name: "json", Args: "a.gguf b.gguf --json", Want: TwinsVerifyOptions{Hot: "a.gguf", Cold: "b.gguf", JSON: true}},
+		{Name: "one path", Args: "a.gguf", WantErr: "expected HOT and COLD paths, got 1"},
+		{Name: "no configuration flag", Args: "a b --config t.json", WantErr: "unknown flag: --config"},
+	}, seeEmbedded)
 }
