@@ -3,7 +3,7 @@ package gguf
 import "testing"
 
 func TestTypeTable(t *testing.T) {
-	// Block sizes and bytes from ggml-common.h (gguf-facts §3.1).
+	// Block sizes and bytes from ggml-common.h.
 	want := map[Type][2]int64{
 		TypeF32: {1, 4}, TypeF16: {1, 2}, TypeQ4_0: {32, 18}, TypeQ4_1: {32, 20}, TypeQ5_0: {32, 22},
 		TypeQ5_1: {32, 24}, TypeQ8_0: {32, 34}, TypeQ8_1: {32, 36}, TypeQ2_K: {256, 84}, TypeQ3_K: {256, 110},
