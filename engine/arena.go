@@ -23,7 +23,7 @@ func (a *arena) alloc(n int) ([]byte, error) {
 	}
 	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: mapping %d bytes for weights: %w", n, err)
+		return nil, fmt.Errorf("engine: mapping %d bytes for weights: %w", n, err)
 	}
 	a.maps = append(a.maps, b)
 	a.bytes += int64(n)

@@ -49,7 +49,7 @@ func newExpertCache(slots int, stride int64, policyName string) (*expertCache, e
 	c := &expertCache{slots: slots, stride: int(stride), at: map[uint64]*ioengine.Buffer{}, policy: p}
 	if slots > 0 {
 		if c.pool, err = ioengine.NewPool(int(stride), slots); err != nil {
-			return nil, fmt.Errorf("runtime: expert cache of %d slots of %d bytes: %w", slots, stride, err)
+			return nil, fmt.Errorf("engine: expert cache of %d slots of %d bytes: %w", slots, stride, err)
 		}
 	}
 	return c, nil
@@ -83,7 +83,7 @@ func (c *expertCache) put(k uint64, rec []byte) {
 	} else {
 		var err error
 		if b, err = c.pool.Get(context.Background()); err != nil { // a slot is free: never blocks
-			panic("runtime: expert cache: " + err.Error())
+			panic("engine: expert cache: " + err.Error())
 		}
 	}
 	copy(b.Bytes(), rec)

@@ -145,13 +145,13 @@ type Telemetry struct {
 // Generate evaluates prompt and then produces up to MaxTokens tokens.
 func (m *Model) Generate(ctx context.Context, prompt []int, o GenerateOptions) (*Generation, error) {
 	if len(prompt) == 0 {
-		return nil, fmt.Errorf("runtime: an empty prompt")
+		return nil, fmt.Errorf("engine: an empty prompt")
 	}
 	if o.MaxTokens < 0 {
-		return nil, fmt.Errorf("runtime: %d tokens to generate", o.MaxTokens)
+		return nil, fmt.Errorf("engine: %d tokens to generate", o.MaxTokens)
 	}
 	if err := o.Sampler.Validate(); err != nil {
-		return nil, fmt.Errorf("runtime: %w", err)
+		return nil, fmt.Errorf("engine: %w", err)
 	}
 	ctxLen := o.Context
 	if ctxLen == 0 {

@@ -11,7 +11,7 @@ import (
 
 // ErrUnsupported marks a model the runtime cannot run (an architecture or
 // a layout it does not implement), as opposed to a malformed one.
-var ErrUnsupported = errors.New("runtime: unsupported model")
+var ErrUnsupported = errors.New("engine: unsupported model")
 
 // Archs are the architectures the runtime runs.
 var Archs = []string{"qwen3moe", "llama", "olmoe"}
@@ -145,7 +145,7 @@ type ModelError struct {
 	Msg  string
 }
 
-func (e *ModelError) Error() string { return fmt.Sprintf("runtime: %s: %s", e.File, e.Msg) }
+func (e *ModelError) Error() string { return fmt.Sprintf("engine: %s: %s", e.File, e.Msg) }
 
 // Is makes errors.Is(err, gguf.ErrFormat) true.
 func (e *ModelError) Is(target error) bool { return target == gguf.ErrFormat }

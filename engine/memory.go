@@ -38,7 +38,7 @@ func AvailableMemory() (Memory, error) {
 		}
 	}
 	if m.Available < 0 {
-		return m, fmt.Errorf("runtime: cannot tell how much memory is available (no /proc/meminfo or cgroup limit)")
+		return m, fmt.Errorf("engine: cannot tell how much memory is available (no /proc/meminfo or cgroup limit)")
 	}
 	return m, nil
 }

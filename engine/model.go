@@ -118,7 +118,7 @@ func (m *Model) openGGUF(path string, o Options) error {
 
 func (m *Model) openPack(dir string, o Options) error {
 	if _, err := os.Stat(filepath.Join(dir, container.ManifestName)); err != nil {
-		return fmt.Errorf("runtime: %s is a directory without %s, so not a pack", dir, container.ManifestName)
+		return fmt.Errorf("engine: %s is a directory without %s, so not a pack", dir, container.ManifestName)
 	}
 	p, err := container.OpenDir(dir)
 	if err != nil {
@@ -318,7 +318,7 @@ func (m *Model) residentTierPath(tier string) (string, error) {
 			}
 		}
 		if manifest == "" {
-			return "", fmt.Errorf("runtime: resident tier %q: no %s.resident.json in %s: %w", tier, tier, strings.Join(looked, ", "), os.ErrNotExist)
+			return "", fmt.Errorf("engine: resident tier %q: no %s.resident.json in %s: %w", tier, tier, strings.Join(looked, ", "), os.ErrNotExist)
 		}
 	}
 	man, err := resident.ReadManifest(context.Background(), manifest)

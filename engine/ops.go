@@ -29,7 +29,7 @@ func (a *acts) convert(vt gguf.Type, x []float32, cols, n int) {
 		var err error
 		a.data, err = quant.QuantizeActivations(a.data, vt, x[t*cols:(t+1)*cols])
 		if err != nil {
-			panic("runtime: " + err.Error()) // newMatrix checked the block sizes
+			panic("engine: " + err.Error()) // newMatrix checked the block sizes
 		}
 	}
 }

@@ -103,7 +103,7 @@ func openPackExperts(p *container.OpenPack, h *Hparams, o CacheOptions) (*packEx
 		slots = int(min(o.Bytes/stride, int64(h.Layers)*int64(h.Experts)))
 	}
 	if slots < 0 {
-		return nil, fmt.Errorf("runtime: a cache of %d slots", slots)
+		return nil, fmt.Errorf("engine: a cache of %d slots", slots)
 	}
 	ps := &packExperts{pack: p, layers: layers}
 	if ps.cache, err = newExpertCache(slots, stride, o.Policy); err != nil {
@@ -232,7 +232,7 @@ func (ps *packExperts) complete(ctx context.Context, layer int, batch *ioengine.
 			err = rd.Verify()
 		}
 		if err != nil {
-			return errors.Join(fmt.Errorf("runtime: layer %d expert %d: %w", layer, rd.Expert, err), ps.drain(batch, reads))
+			return errors.Join(fmt.Errorf("engine: layer %d expert %d: %w", layer, rd.Expert, err), ps.drain(batch, reads))
 		}
 		rec := rd.Record()
 		ps.stats.BytesRead += uint64(len(rec))
@@ -308,7 +308,7 @@ func loadPackResident(p *container.OpenPack, h *Hparams, mem *arena) (*residentE
 			}
 			for e := range E {
 				if _, err := c.ReadComponent(e, ci, data[e*bpe:e*bpe:(e+1)*bpe]); err != nil {
-					return matrix{}, fmt.Errorf("runtime: layer %d expert %d: %w", il, e, err)
+					return matrix{}, fmt.Errorf("engine: layer %d expert %d: %w", il, e, err)
 				}
 			}
 			m, err := newMatrix(comp.Name, comp.Type, cols, rows*E, data)

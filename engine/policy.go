@@ -30,7 +30,7 @@ func newPolicy(name string, capacity int) (policy, error) {
 	case "lfru":
 		return newLFRU(capacity), nil
 	}
-	return nil, fmt.Errorf("runtime: unknown cache policy %q (have %s)", name, strings.Join(Policies, ", "))
+	return nil, fmt.Errorf("engine: unknown cache policy %q (have %s)", name, strings.Join(Policies, ", "))
 }
 
 // lru evicts the least recently used entry.

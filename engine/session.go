@@ -63,7 +63,7 @@ func (m *Model) NewSession(ctxLen int) (*Session, error) {
 		ctxLen = m.Hparams.Context
 	}
 	if ctxLen > m.Hparams.Context {
-		return nil, fmt.Errorf("runtime: a context of %d positions is longer than the model's %d", ctxLen, m.Hparams.Context)
+		return nil, fmt.Errorf("engine: a context of %d positions is longer than the model's %d", ctxLen, m.Hparams.Context)
 	}
 	s := &Session{m: m, ctxLen: ctxLen, k: make([][]float32, m.Hparams.Layers), v: make([][]float32, m.Hparams.Layers)}
 	s.scratch.use = s.runExpert
@@ -85,7 +85,7 @@ type ContextError struct {
 }
 
 func (e *ContextError) Error() string {
-	return fmt.Sprintf("runtime: %d more tokens after %d do not fit the context of %d", e.Add, e.Have, e.Max)
+	return fmt.Sprintf("engine: %d more tokens after %d do not fit the context of %d", e.Add, e.Have, e.Max)
 }
 
 // Eval appends tokens to the sequence and returns the logits after each
@@ -93,14 +93,14 @@ func (e *ContextError) Error() string {
 func (s *Session) Eval(ctx context.Context, tokens []int, all bool) ([]float32, error) {
 	h := s.m.Hparams
 	if len(tokens) == 0 {
-		return nil, fmt.Errorf("runtime: nothing to evaluate")
+		return nil, fmt.Errorf("engine: nothing to evaluate")
 	}
 	if s.n+len(tokens) > s.ctxLen {
 		return nil, &ContextError{Have: s.n, Add: len(tokens), Max: s.ctxLen}
 	}
 	for i, t := range tokens {
 		if t < 0 || t >= h.Vocab {
-			return nil, fmt.Errorf("runtime: token %d (input position %d) is outside the vocabulary of %d", t, i, h.Vocab)
+			return nil, fmt.Errorf("engine: token %d (input position %d) is outside the vocabulary of %d", t, i, h.Vocab)
 		}
 	}
 	start := time.Now()

@@ -106,7 +106,7 @@ func newShape(name string, t gguf.Type, cols, rows int) (matrix, error) {
 // with returns the matrix over data, which must hold exactly its rows.
 func (m matrix) with(data []byte) (matrix, error) {
 	if len(data) != m.rows*m.rowBytes {
-		return matrix{}, fmt.Errorf("runtime: tensor %s: %d bytes for %d rows of %d %s values", m.name, len(data), m.rows, m.cols, m.typ)
+		return matrix{}, fmt.Errorf("engine: tensor %s: %d bytes for %d rows of %d %s values", m.name, len(data), m.rows, m.cols, m.typ)
 	}
 	m.data = data
 	return m, nil
@@ -150,7 +150,7 @@ func (l *loader) read(name string, r *io.SectionReader) ([]byte, error) {
 		return nil, err
 	}
 	if _, err := io.ReadFull(r, b); err != nil {
-		return nil, fmt.Errorf("runtime: %s: reading tensor %s: %w", l.tab.where(), name, err)
+		return nil, fmt.Errorf("engine: %s: reading tensor %s: %w", l.tab.where(), name, err)
 	}
 	l.bytes += int64(len(b))
 	return b, nil
@@ -197,7 +197,7 @@ func (l *loader) vector(name string, n int) ([]float32, error) {
 	}
 	v, err := quant.Dequantize(make([]float32, 0, n), info.Type, data)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: %s: tensor %s: %w", l.tab.where(), name, err)
+		return nil, fmt.Errorf("engine: %s: tensor %s: %w", l.tab.where(), name, err)
 	}
 	return v, nil
 }

@@ -39,7 +39,7 @@ for target in ./gguf:FuzzReader ./gguf:FuzzOpenSet ./gguf/quant:FuzzDequantize .
   rm -f "$log"
 done
 
-echo "== golden check: the runtime against llama.cpp's recorded outputs, resident and streamed"
+echo "== golden check: the engine against llama.cpp's recorded outputs, resident and streamed"
 go run ./cmd/gguftool golden check
 
 echo "== serve under load: 64 clients for 10 s on loopback (the 60 s run is in docs/benchmarks.md)"
@@ -47,12 +47,12 @@ go run ./cmd/gguftool synth --arch qwen3moe --type q8_0 --experts 16 --experts-u
 go run ./cmd/gguftool bench serve "${TMPDIR:-/tmp}/gguftool-ci-serve.gguf" --clients 64 --duration 10s --queue 8
 rm -f "${TMPDIR:-/tmp}/gguftool-ci-serve.gguf"
 
-echo "== codecs and runtime again with GOAMD64=v3 (Go may fuse multiply-adds there)"
+echo "== codecs and engine again with GOAMD64=v3 (Go may fuse multiply-adds there)"
 GOAMD64=v3 GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./gguf/quant ./quantize
 GOAMD64=v3 go test -run 'Streamed|OneSlot|Archs|WeightTypes' ./engine
 GOAMD64=v3 go test -run TestRuntimeGoldens ./golden
 
-echo "== runtime with the pure-Go reference kernels (the fallback on CPUs without AVX2)"
+echo "== engine with the pure-Go reference kernels (the fallback on CPUs without AVX2)"
 GGUFTOOL_KERNELS=generic go test -count=1 -run 'Streamed|OneSlot|Archs|WeightTypes' ./engine
 GGUFTOOL_KERNELS=generic go test -count=1 -run TestRuntimeGoldens ./golden
 go test -tags purego ./gguf/quant

@@ -1,5 +1,5 @@
 // Package server is gguftool's OpenAI-compatible HTTP server over the
-// runtime: /v1/completions and /v1/chat/completions (streamed as
+// engine: /v1/completions and /v1/chat/completions (streamed as
 // server-sent events or not), /v1/models, /health and /metrics. Requests
 // wait in a bounded queue for the one model (past the bound: 429 with
 // Retry-After), each under a timeout and cancelled when its client goes
