@@ -61,16 +61,19 @@ var ErrCorrupt = errors.New("container: corrupt")
 // CorruptError reports what is wrong, where.
 type CorruptError struct {
 	File      string
-	Offset    int64
-	Layer     int // -1 when not known
-	Expert    int // -1 when not known
+	Offset    int64 // -1 when not known (a field of pack.json, a missing file)
+	Layer     int   // -1 when not known
+	Expert    int   // -1 when not known
 	Component string
 	Msg       string
 }
 
 func (e *CorruptError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "container: %s: offset %d", e.File, e.Offset)
+	b.WriteString("container: " + e.File)
+	if e.Offset >= 0 {
+		fmt.Fprintf(&b, ": offset %d", e.Offset)
+	}
 	if e.Layer >= 0 {
 		fmt.Fprintf(&b, ": layer %d", e.Layer)
 	}
@@ -197,7 +200,7 @@ func parseFixed(b []byte, name string, fileSize int64) (*Header, int, error) {
 		return &CorruptError{File: name, Offset: off, Layer: -1, Expert: -1, Msg: fmt.Sprintf(format, args...)}
 	}
 	if len(b) < fixedHeaderSize {
-		return nil, 0, bad(0, "file is %d bytes, shorter than the %d-byte header", len(b), fixedHeaderSize)
+		return nil, 0, bad(int64(len(b)), "file ends at %d bytes, short of the %d-byte fixed header", len(b), fixedHeaderSize)
 	}
 	if string(b[:8]) != Magic {
 		return nil, 0, bad(offMagic, "bad magic %q, want %q", b[:8], Magic)

@@ -3,17 +3,21 @@ package container
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/zeebo/xxh3"
 
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/filehash"
+	"github.com/gguftool/gguftool/internal/filekind"
 )
 
 // Pack manifest identity (docs/format/pack.md).
@@ -111,10 +115,15 @@ type ComponentRef struct {
 // ContainerName is the file name of layer's container.
 func ContainerName(layer int) string { return fmt.Sprintf("blk-%04d.experts", layer) }
 
-// ReadManifest reads and checks DIR/pack.json.
+// ReadManifest reads and checks DIR/pack.json. A dir that is not a
+// directory, or a directory without pack.json, is not a pack: a
+// *filekind.Error says what it is.
 func ReadManifest(dir string) (*Manifest, error) {
+	if err := checkPackDir(dir); err != nil {
+		return nil, err
+	}
 	p := filepath.Join(dir, ManifestName)
-	f, err := os.Open(p)
+	f, err := filekind.Open(p)
 	if err != nil {
 		return nil, err
 	}
@@ -126,12 +135,28 @@ func ReadManifest(dir string) (*Manifest, error) {
 	return ParseManifest(data, p)
 }
 
+// checkPackDir refuses a path that cannot be a pack before anything in it
+// is opened; a missing path stays fs.ErrNotExist.
+func checkPackDir(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return &filekind.Error{Path: dir, Is: filekind.Describe(st.Mode()), Want: "a pack directory"}
+	}
+	if _, err := os.Stat(filepath.Join(dir, ManifestName)); errors.Is(err, fs.ErrNotExist) {
+		return &filekind.Error{Path: dir, Is: "a directory without " + ManifestName, Want: "a pack"}
+	}
+	return nil
+}
+
 // ParseManifest decodes and checks a manifest: the schema and major
 // version, and every name and number a reader will act on. Unknown keys
 // are ignored.
 func ParseManifest(data []byte, name string) (*Manifest, error) {
 	bad := func(format string, args ...any) error {
-		return &CorruptError{File: name, Layer: -1, Expert: -1, Msg: fmt.Sprintf(format, args...)}
+		return &CorruptError{File: name, Offset: -1, Layer: -1, Expert: -1, Msg: fmt.Sprintf(format, args...)}
 	}
 	if len(data) > maxManifestBytes {
 		return nil, bad("manifest is larger than %d bytes", maxManifestBytes)
@@ -139,9 +164,14 @@ func ParseManifest(data []byte, name string) (*Manifest, error) {
 	var m Manifest
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&m); err != nil {
-		var off int64
-		if se, ok := err.(*json.SyntaxError); ok {
+		off := int64(-1)
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
 			off = se.Offset
+		case errors.As(err, &te):
+			off = te.Offset
 		}
 		return nil, &CorruptError{File: name, Offset: off, Layer: -1, Expert: -1, Msg: "invalid JSON: " + err.Error()}
 	}
@@ -186,6 +216,7 @@ func ParseManifest(data []byte, name string) (*Manifest, error) {
 		}
 	}
 	layers := map[int]bool{}
+	var listed []int
 	for _, c := range m.Containers {
 		if err := file(c.File); err != nil {
 			return nil, err
@@ -194,10 +225,27 @@ func ParseManifest(data []byte, name string) (*Manifest, error) {
 			return nil, bad("container layer %d is invalid or listed twice", c.Layer)
 		}
 		layers[c.Layer] = true
+		listed = append(listed, c.Layer)
 		for _, comp := range c.Components {
 			if _, err := gguf.ParseType(comp.Type); err != nil {
 				return nil, bad("container %s: component %s: %v", c.File, comp.Name, err)
 			}
+		}
+	}
+	// Pack writes moe.layers from the containers it lists, in order; a
+	// reader that trusted one list over the other would load a layer that
+	// is not there or skip one that is.
+	if !slices.Equal(m.MoE.Layers, listed) {
+		return nil, bad("moe.layers is %v, but containers list layers %v", m.MoE.Layers, listed)
+	}
+	for i, s := range m.Source {
+		var tensorBytes int64
+		for _, t := range s.Tensors {
+			tensorBytes += t.Size
+		}
+		if s.Size < 0 || s.Skeleton.Size != s.Size-tensorBytes {
+			return nil, bad("source[%d].skeleton.size is %d, but shard %s (%d bytes) less its tensors (%d bytes) leaves %d",
+				i, s.Skeleton.Size, s.Name, s.Size, tensorBytes, s.Size-tensorBytes)
 		}
 	}
 	return &m, nil

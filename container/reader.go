@@ -2,12 +2,14 @@ package container
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 
 	"github.com/zeebo/xxh3"
+
+	"github.com/gguftool/gguftool/internal/filekind"
 )
 
 // Reader reads a container whose header has been fully validated.
@@ -18,9 +20,10 @@ type Reader struct {
 	closer io.Closer
 }
 
-// Open opens and validates the container at path.
+// Open opens and validates the container at path, refusing a path that
+// is not a regular file before opening it (a *filekind.Error).
 func Open(path string) (*Reader, error) {
-	f, err := os.Open(path)
+	f, err := filekind.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -72,6 +75,21 @@ func (r *Reader) corrupt(off int64, e int, comp, format string, args ...any) err
 	return &CorruptError{File: r.Name, Offset: off, Layer: r.Header.Layer, Expert: e, Component: comp, Msg: fmt.Sprintf(format, args...)}
 }
 
+// readError describes a read at off that got n bytes and failed. The
+// header's file size was checked when the container was opened, so
+// running into the end means the file lost bytes since: corruption at the
+// offset where they end, not an I/O failure.
+func (r *Reader) readError(off int64, n, e int, comp string, err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return r.corrupt(off+int64(n), e, comp, "file ends here, short of the %d bytes its header declares (truncated after it was opened)", r.Header.FileSize)
+	}
+	what := fmt.Sprintf("layer %d expert %d", r.Header.Layer, e)
+	if comp != "" {
+		what += " (" + comp + ")"
+	}
+	return fmt.Errorf("container: %s: reading %s at offset %d: %w", r.Name, what, off, err)
+}
+
 // ReadRecord reads expert e's whole record (Stride bytes) into buf, which
 // must hold at least Stride bytes, and returns it. It does not verify.
 func (r *Reader) ReadRecord(e int, buf []byte) ([]byte, error) {
@@ -83,8 +101,8 @@ func (r *Reader) ReadRecord(e int, buf []byte) ([]byte, error) {
 		return nil, fmt.Errorf("container: %s: buffer of %d bytes for a %d-byte record", r.Name, len(buf), h.Stride)
 	}
 	rec := buf[:h.Stride]
-	if _, err := r.r.ReadAt(rec, h.RecordOffset(e)); err != nil {
-		return nil, fmt.Errorf("container: %s: reading layer %d expert %d at offset %d: %w", r.Name, h.Layer, e, h.RecordOffset(e), err)
+	if n, err := r.r.ReadAt(rec, h.RecordOffset(e)); err != nil {
+		return nil, r.readError(h.RecordOffset(e), n, e, "", err)
 	}
 	return rec, nil
 }
@@ -157,8 +175,8 @@ func (r *Reader) ReadComponent(e, c int, dst []byte) ([]byte, error) {
 	}
 	dst = dst[:comp.BytesPerExpert]
 	off := h.RecordOffset(e) + comp.Offset
-	if _, err := r.r.ReadAt(dst, off); err != nil {
-		return nil, fmt.Errorf("container: %s: reading layer %d expert %d (%s) at offset %d: %w", r.Name, h.Layer, e, comp.Name, off, err)
+	if n, err := r.r.ReadAt(dst, off); err != nil {
+		return nil, r.readError(off, n, e, comp.Name, err)
 	}
 	return dst, r.VerifyComponent(e, c, dst)
 }

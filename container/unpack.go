@@ -3,6 +3,7 @@ package container
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,7 +16,8 @@ import (
 )
 
 // OpenPack is an opened pack: its manifest, resident GGUF and containers,
-// each validated (headers, and header checksums against the manifest).
+// each validated (headers and their checksums), with every field of the
+// manifest checked against them and every listed file present.
 type OpenPack struct {
 	Dir        string
 	Manifest   *Manifest
@@ -30,7 +32,10 @@ type expertLoc struct {
 	c int
 }
 
-// OpenDir opens the pack in dir.
+// OpenDir opens the pack in dir. A file pack.json lists that is missing,
+// or a field of pack.json that disagrees with the container headers or
+// resident.gguf, is a *CorruptError (errors.Is ErrCorrupt); nothing is
+// sized from pack.json's counts before they are checked.
 func OpenDir(dir string) (*OpenPack, error) {
 	m, err := ReadManifest(dir)
 	if err != nil {
@@ -43,18 +48,29 @@ func OpenDir(dir string) (*OpenPack, error) {
 			p.Close()
 		}
 	}()
-	if p.Resident, err = gguf.Open(filepath.Join(dir, m.Resident.File)); err != nil {
+	manifest := filepath.Join(dir, ManifestName)
+	residentPath := filepath.Join(dir, m.Resident.File)
+	if p.Resident, err = gguf.Open(residentPath); err != nil {
+		return nil, missingFile(residentPath, err)
+	}
+	if p.Resident.Size != m.Resident.Size {
+		return nil, sizeMismatch(residentPath, "resident", p.Resident.Size, m.Resident.Size)
+	}
+	if errs := m.residentMismatches(manifest, p.Resident); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if err := m.statSkeletons(dir); err != nil {
 		return nil, err
 	}
-	for _, ref := range m.Containers {
-		r, err := Open(filepath.Join(dir, ref.File))
+	for i, ref := range m.Containers {
+		path := filepath.Join(dir, ref.File)
+		r, err := Open(path)
 		if err != nil {
-			return nil, err
+			return nil, missingFile(path, err)
 		}
 		p.Containers[ref.Layer] = r
-		if DigestOf(r.Header.Checksum) != ref.HeaderXXH3 || r.Header.Layer != ref.Layer {
-			return nil, &CorruptError{File: r.Name, Offset: offChecksum, Layer: ref.Layer, Expert: -1,
-				Msg: fmt.Sprintf("header checksum %s is not the %s pack.json recorded", DigestOf(r.Header.Checksum), ref.HeaderXXH3)}
+		if errs := m.containerMismatches(manifest, i, r.Header); len(errs) > 0 {
+			return nil, errors.Join(errs...)
 		}
 		for c, comp := range r.Header.Components {
 			p.expert[comp.Name] = expertLoc{r, c}
@@ -138,7 +154,7 @@ func (p *OpenPack) rebuild(ctx context.Context, s SourceShard, path string, prog
 		if loc, ok := p.expert[t.Name]; ok {
 			comp := &loc.r.Header.Components[loc.c]
 			if comp.BytesPerExpert*int64(loc.r.Header.Experts) != t.Size {
-				return &CorruptError{File: loc.r.Name, Layer: loc.r.Header.Layer, Expert: -1, Component: t.Name,
+				return &CorruptError{File: loc.r.Name, Offset: -1, Layer: loc.r.Header.Layer, Expert: -1, Component: t.Name,
 					Msg: fmt.Sprintf("holds %d bytes of the tensor, the source had %d", comp.BytesPerExpert*int64(loc.r.Header.Experts), t.Size)}
 			}
 			for e := range loc.r.Header.Experts {
@@ -160,7 +176,7 @@ func (p *OpenPack) rebuild(ctx context.Context, s SourceShard, path string, prog
 		}
 		idx, ok := p.Resident.TensorIndex(t.Name)
 		if !ok || p.Resident.Tensors[idx].Bytes() != t.Size {
-			return &CorruptError{File: filepath.Join(p.Dir, p.Manifest.Resident.File), Layer: -1, Expert: -1, Component: t.Name,
+			return &CorruptError{File: filepath.Join(p.Dir, p.Manifest.Resident.File), Offset: -1, Layer: -1, Expert: -1, Component: t.Name,
 				Msg: "tensor is missing or has another size"}
 		}
 		if err := copyN(p.Resident.TensorData(idx), t.Size, "resident tensor "+t.Name); err != nil {
@@ -174,13 +190,13 @@ func (p *OpenPack) rebuild(ctx context.Context, s SourceShard, path string, prog
 		return &CorruptError{File: filepath.Join(p.Dir, s.Skeleton.File), Offset: s.Skeleton.Size, Layer: -1, Expert: -1, Msg: "skeleton is longer than the shard needs"}
 	}
 	if got := DigestOf(skelHash.Sum128()); got != s.Skeleton.XXH3 {
-		return &CorruptError{File: filepath.Join(p.Dir, s.Skeleton.File), Layer: -1, Expert: -1, Msg: fmt.Sprintf("digest %s, pack.json recorded %s", got, s.Skeleton.XXH3)}
+		return &CorruptError{File: filepath.Join(p.Dir, s.Skeleton.File), Offset: -1, Layer: -1, Expert: -1, Msg: fmt.Sprintf("digest %s, pack.json recorded %s", got, s.Skeleton.XXH3)}
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
 	if got := DigestOf(hash.Sum128()); got != s.XXH3 {
-		return &CorruptError{File: path, Layer: -1, Expert: -1, Msg: fmt.Sprintf("rebuilt shard has digest %s, the source had %s; not published", got, s.XXH3)}
+		return &CorruptError{File: path, Offset: -1, Layer: -1, Expert: -1, Msg: fmt.Sprintf("rebuilt shard has digest %s, the source had %s; not published", got, s.XXH3)}
 	}
 	return f.Commit()
 }

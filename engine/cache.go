@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gguftool/gguftool/internal/ioengine"
+	"github.com/gguftool/gguftool/internal/iostreams"
 )
 
 // CacheOptions size and tune the host expert cache of a pack.
@@ -26,6 +27,53 @@ type CacheOptions struct {
 	QueueDepth int
 	// Buffered turns O_DIRECT off, so reads go through the page cache.
 	Buffered bool
+}
+
+// cacheSize is the number of slots a pack's expert cache gets for o, with
+// records the pack's expert records of stride bytes each and resident the
+// bytes of its non-expert weights. The cache never holds more than every
+// record, nor (when memory() can tell) more than the memory available
+// after the resident weights and AutoCacheBytes' margin; a size smaller
+// than one record is rounded up to one. note says, once, how and why the
+// request was changed, or that auto found no room for any record: a cache
+// of 0 slots happens silently only when it was asked for.
+func cacheSize(o CacheOptions, stride, records, resident int64, memory func() (Memory, error)) (slots int64, note string, err error) {
+	var asked string
+	switch {
+	case o.Slots > 0:
+		slots, asked = int64(o.Slots), fmt.Sprintf("expert cache of %d slots", o.Slots)
+	case o.Bytes > 0:
+		slots, asked = o.Bytes/stride, "expert cache of "+iostreams.Bytes(o.Bytes)
+		if slots == 0 {
+			slots = 1
+			note = fmt.Sprintf("%s is smaller than one expert record (%s): rounded up to 1 slot", asked, iostreams.Bytes(stride))
+		}
+	case o.Auto:
+		mem, err := memory()
+		if err != nil {
+			return 0, "", err
+		}
+		slots = AutoCacheBytes(mem, resident, records*stride) / stride
+		if slots == 0 {
+			note = fmt.Sprintf("automatic expert cache: no room for one expert record (%s) in the %s available (%s) after the resident weights (%s) and a %s margin: every routed expert is read from the pack",
+				iostreams.Bytes(stride), iostreams.Bytes(mem.Available), mem.Source, iostreams.Bytes(resident), iostreams.Bytes(autoCacheMargin))
+		}
+		return slots, note, nil
+	default:
+		return 0, "", nil // no cache, as asked
+	}
+	if slots > records {
+		slots = records
+		note = fmt.Sprintf("%s is more than the pack's %d expert records: clamped to %s (%s)", asked, records, iostreams.Plural(slots, "slot"), iostreams.Bytes(slots*stride))
+	}
+	if mem, err := memory(); err == nil {
+		if room := max(1, AutoCacheBytes(mem, resident, records*stride)/stride); slots > room {
+			slots = room
+			note = fmt.Sprintf("%s is more than the memory available allows (%s from %s, less the resident weights and a %s margin): clamped to %s (%s)",
+				asked, iostreams.Bytes(mem.Available), mem.Source, iostreams.Bytes(autoCacheMargin), iostreams.Plural(slots, "slot"), iostreams.Bytes(slots*stride))
+		}
+	}
+	return slots, note, nil
 }
 
 // expertCache holds verified expert records in RAM: a fixed number of

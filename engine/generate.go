@@ -153,6 +153,9 @@ func (m *Model) Generate(ctx context.Context, prompt []int, o GenerateOptions) (
 	if err := o.Sampler.Validate(); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
+	if o.Context < 0 {
+		return nil, fmt.Errorf("engine: a context of %d positions (0 means prompt + tokens to generate)", o.Context)
+	}
 	ctxLen := o.Context
 	if ctxLen == 0 {
 		ctxLen = min(len(prompt)+o.MaxTokens, m.Hparams.Context)

@@ -104,6 +104,9 @@ func readInt(path string) (int64, bool) {
 // left after the resident weights and a margin for activations, the KV
 // cache and the read buffers, and no more than every expert.
 func AutoCacheBytes(mem Memory, residentBytes, allExperts int64) int64 {
-	const margin = 512 << 20
-	return max(0, min(mem.Available-residentBytes-margin, allExperts))
+	return max(0, min(mem.Available-residentBytes-autoCacheMargin, allExperts))
 }
+
+// autoCacheMargin is the memory AutoCacheBytes leaves for activations, the
+// KV cache and the read buffers.
+const autoCacheMargin = 512 << 20

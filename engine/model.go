@@ -44,6 +44,10 @@ type Model struct {
 	Meta *gguf.File
 	// ResidentBytes is the size of the non-expert weights held in RAM.
 	ResidentBytes int64
+	// Notes say how Open changed what the options asked for (an expert
+	// cache clamped to the pack or to the memory, or rounded up to one
+	// record; an automatic cache with no room), for the caller to show.
+	Notes []string
 
 	tokEmbd matrix
 	outNorm []float32
@@ -117,10 +121,7 @@ func (m *Model) openGGUF(path string, o Options) error {
 }
 
 func (m *Model) openPack(dir string, o Options) error {
-	if _, err := os.Stat(filepath.Join(dir, container.ManifestName)); err != nil {
-		return fmt.Errorf("engine: %s is a directory without %s, so not a pack", dir, container.ManifestName)
-	}
-	p, err := container.OpenDir(dir)
+	p, err := container.OpenDir(dir) // refuses a directory without pack.json
 	if err != nil {
 		return err
 	}
@@ -149,6 +150,9 @@ func (m *Model) openPack(dir string, o Options) error {
 			return err
 		}
 		m.experts = ps
+		if ps.note != "" {
+			m.Notes = append(m.Notes, ps.note)
+		}
 	}
 	return m.loadResident(&loader{tab: fileTable{p.Resident}, mem: &m.mem}, o.Resident)
 }

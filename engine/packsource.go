@@ -33,6 +33,7 @@ type packExperts struct {
 	cache   *expertCache
 	layers  []packLayer
 	stats   SourceStats
+	note    string // how cacheSize changed the cache asked for; "" if not
 }
 
 // packComponents finds the gate, up and down components of every MoE
@@ -81,31 +82,27 @@ func packComponents(p *container.OpenPack, h *Hparams) ([]packLayer, error) {
 	return layers, nil
 }
 
+// openPackExperts opens the pack's routed experts behind a cache sized by
+// cacheSize; the source's note says how the cache asked for was changed.
 func openPackExperts(p *container.OpenPack, h *Hparams, o CacheOptions) (*packExperts, error) {
+	if o.Slots < 0 || o.Bytes < 0 {
+		return nil, fmt.Errorf("engine: an expert cache of %d slots or %d bytes: neither may be negative", o.Slots, o.Bytes)
+	}
 	layers, err := packComponents(p, h)
 	if err != nil {
 		return nil, err
 	}
 	stride := p.MaxStride()
-	slots := o.Slots
-	if o.Auto && slots == 0 && o.Bytes == 0 {
-		mem, err := AvailableMemory()
-		if err != nil {
-			return nil, err
-		}
-		var all int64
-		for _, c := range p.Manifest.Containers {
-			all += int64(c.Experts) * stride
-		}
-		o.Bytes = AutoCacheBytes(mem, p.Manifest.Resident.Size, all)
+	var records int64
+	for _, c := range p.Manifest.Containers {
+		records += int64(c.Experts)
 	}
-	if slots == 0 && o.Bytes > 0 {
-		slots = int(min(o.Bytes/stride, int64(h.Layers)*int64(h.Experts)))
+	slots64, note, err := cacheSize(o, stride, records, p.Manifest.Resident.Size, AvailableMemory)
+	if err != nil {
+		return nil, err
 	}
-	if slots < 0 {
-		return nil, fmt.Errorf("engine: a cache of %d slots", slots)
-	}
-	ps := &packExperts{pack: p, layers: layers}
+	slots := int(slots64)
+	ps := &packExperts{pack: p, layers: layers, note: note}
 	if ps.cache, err = newExpertCache(slots, stride, o.Policy); err != nil {
 		return nil, err
 	}

@@ -59,7 +59,10 @@ type EvalStats struct {
 // NewSession starts a sequence that can hold up to ctxLen positions
 // (the model's context length when 0).
 func (m *Model) NewSession(ctxLen int) (*Session, error) {
-	if ctxLen <= 0 {
+	if ctxLen < 0 {
+		return nil, fmt.Errorf("engine: a context of %d positions (0 means the model's)", ctxLen)
+	}
+	if ctxLen == 0 {
 		ctxLen = m.Hparams.Context
 	}
 	if ctxLen > m.Hparams.Context {

@@ -9,8 +9,9 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"os"
 	"slices"
+
+	"github.com/gguftool/gguftool/internal/filekind"
 )
 
 // Format constants (ggml/include/gguf.h, ggml/src/gguf.cpp).
@@ -95,9 +96,11 @@ type File struct {
 	tenIndex map[string]int
 }
 
-// Open opens and validates the GGUF file at path. Close releases it.
+// Open opens and validates the GGUF file at path. Close releases it. A
+// path that is not a regular file is refused before it is opened (a
+// *filekind.Error): a named pipe would block the open.
 func Open(path string) (*File, error) {
-	fh, err := os.Open(path)
+	fh, err := filekind.Open(path)
 	if err != nil {
 		return nil, err
 	}

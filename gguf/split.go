@@ -13,6 +13,7 @@ import (
 	"strconv"
 
 	"github.com/gguftool/gguftool/internal/atomicfile"
+	"github.com/gguftool/gguftool/internal/filekind"
 )
 
 // Split-set metadata keys (llama.cpp's LLM_KV_SPLIT_*), with the exact
@@ -148,8 +149,8 @@ func OpenSet(path string) (*Set, error) {
 		return s, nil
 	}
 
-	if _, err := os.Stat(path); err != nil {
-		return nil, err // the shard named must exist before the set is considered
+	if err := filekind.CheckRegular(path); err != nil {
+		return nil, err // the shard named must be a file before the set is considered
 	}
 	s := &Set{Prefix: prefix}
 	ok := false

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/internal/filekind"
 )
 
 // Imatrix is an importance matrix as llama-quantize uses it: per weight
@@ -40,7 +41,7 @@ func (m *Imatrix) Names() []string {
 // file is not GGUF, the legacy .dat format, and normalises the values as
 // llama-quantize does (common/imatrix-loader.cpp, tools/quantize).
 func LoadImatrix(path string) (*Imatrix, error) {
-	fh, err := os.Open(path)
+	fh, err := filekind.Open(path)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,9 @@ package quantize
 
 import (
 	"context"
+	"errors"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,5 +93,29 @@ func TestFTypeNames(t *testing.T) {
 	}
 	if _, err := ParseFType("Q9_9"); err == nil {
 		t.Error("Q9_9 accepted")
+	}
+}
+
+// TestRunRefusesToWriteOverItsInput: Run refuses an output that is the
+// input file, by its path or a symlink to it, before writing anything.
+func TestRunRefusesToWriteOverItsInput(t *testing.T) {
+	s := openModel(t, synth.Defaults("qwen3moe"))
+	o := DefaultOptions(FTypeQ8_0)
+	p, err := MakePlan(s, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "link.gguf")
+	if err := os.Symlink(s.Paths[0], link); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{s.Paths[0], link} {
+		var same *OutputIsInputError
+		if _, err := Run(context.Background(), s, out, p, o); !errors.As(err, &same) || same.Input != s.Paths[0] {
+			t.Errorf("output %s: %v; want an OutputIsInputError", out, err)
+		}
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the symlink was replaced: %v", err)
 	}
 }

@@ -10,8 +10,12 @@ package quantize
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -291,11 +295,66 @@ func (p *Plan) OutputPaths(out string, keepSplit bool) []string {
 	return paths
 }
 
+// OutputIsInputError is an output path that is one of the input's files.
+type OutputIsInputError struct {
+	Output string
+	Input  string // the input file (shard) it is
+	Shard  bool   // the input is a split set
+	Alias  bool   // another path to the input: a symlink, .., a hard link
+}
+
+func (e *OutputIsInputError) Error() string {
+	what := "the input"
+	if e.Shard {
+		what = "input shard " + e.Input
+	}
+	if e.Alias {
+		what += " (another path, a symlink or a hard link to it)"
+	}
+	return fmt.Sprintf("quantize: output %s is %s: writing it would replace the model being read; choose another output", e.Output, what)
+}
+
+// CheckOutputs refuses output paths that are one of the input set's files:
+// the same path, another path to it (a symlink, a path through .. or a
+// symlinked directory) or a hard link to it (same device and inode).
+// Publishing the output would replace that input file. The refusal is an
+// *OutputIsInputError.
+func CheckOutputs(s *gguf.Set, outputs []string) error {
+	inputs := make([]os.FileInfo, len(s.Paths))
+	for i, p := range s.Paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("quantize: input %s: %w", p, err)
+		}
+		inputs[i] = st
+	}
+	for _, out := range outputs {
+		st, err := os.Stat(out)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // nothing there yet, so not an input
+		}
+		if err != nil {
+			return fmt.Errorf("quantize: output %s: %w", out, err)
+		}
+		for i, in := range inputs {
+			if os.SameFile(st, in) {
+				return &OutputIsInputError{Output: out, Input: s.Paths[i], Shard: len(s.Paths) > 1,
+					Alias: filepath.Clean(out) != filepath.Clean(s.Paths[i])}
+			}
+		}
+	}
+	return nil
+}
+
 // Run quantizes the set into out (a file, or a split-set prefix with
 // KeepSplit) and returns the paths written. Each file is published
-// atomically.
+// atomically. An output that is one of the input's files is refused
+// (CheckOutputs) before anything is written.
 func Run(ctx context.Context, s *gguf.Set, out string, p *Plan, o Options) ([]string, error) {
 	paths := p.OutputPaths(out, o.KeepSplit)
+	if err := CheckOutputs(s, paths); err != nil {
+		return nil, err
+	}
 	for shard, path := range paths {
 		var srcs []gguf.TensorSource
 		for i := range p.Targets {

@@ -16,6 +16,7 @@ import (
 	"github.com/gguftool/gguftool/container"
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/atomicfile"
+	"github.com/gguftool/gguftool/internal/filekind"
 )
 
 // Manifest identity (docs/format/resident-manifest.md).
@@ -177,7 +178,7 @@ func derefFull(f *container.FileRef) []container.FileRef {
 // beside it with the recorded size and XXH3-128. A deleted or altered file
 // is refused with its name.
 func ReadManifest(ctx context.Context, path string) (*Manifest, error) {
-	f, err := os.Open(path)
+	f, err := filekind.Open(path)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ go vet ./...
 
 echo "== go test"
 GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./...
+scripts/readme-examples.sh # the README's sh examples, as written, against a fresh build
 
 echo "== fuzz (${GGUFTOOL_FUZZTIME:-15s} per target)"
 for target in ./gguf:FuzzReader ./gguf:FuzzOpenSet ./gguf/quant:FuzzDequantize ./gguf/quant:FuzzQuantize ./gguf/quant:FuzzVecDot \

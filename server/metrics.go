@@ -24,8 +24,11 @@ type metrics struct {
 	prefillTPS float64
 	decodeTPS  float64
 	rejected   map[string]uint64
+	// cancelled counts the requests whose client went away, by the stage
+	// they were in: "queued" or "running".
+	cancelled  map[string]uint64
 	inFlight   int
-	queued     int // requests sent to the queue and not yet taken by the worker
+	queued     int // requests in the queue: not yet taken by the worker, nor cancelled
 	queueCap   int
 	experts    engine.SourceStats
 	cacheSlots int
@@ -44,8 +47,8 @@ type histogram struct {
 }
 
 func newMetrics(queueCap int) *metrics {
-	return &metrics{requests: map[[2]string]uint64{}, durations: map[string]*histogram{}, rejected: map[string]uint64{}, queueCap: queueCap,
-		lastRejectionDepth: -1}
+	return &metrics{requests: map[[2]string]uint64{}, durations: map[string]*histogram{}, rejected: map[string]uint64{},
+		cancelled: map[string]uint64{}, queueCap: queueCap, lastRejectionDepth: -1}
 }
 
 func (m *metrics) observe(endpoint string, code int, d time.Duration) {
@@ -85,19 +88,33 @@ func (m *metrics) reject(reason string) {
 	m.mu.Unlock()
 }
 
-// rejectQueueFull counts a 429 at the current depth. The caller holds mu.
-func (m *metrics) rejectQueueFull() {
+// rejectQueueFull counts a 429 issued while depth requests waited.
+func (m *metrics) rejectQueueFull(depth int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.rejected["queue_full"]++
-	m.lastRejectionDepth = m.queued
-	if m.queued < m.queueCap {
+	m.lastRejectionDepth = depth
+	if depth < m.queueCap {
 		m.rejectedWithRoom++
 	}
 }
 
-func (m *metrics) add(inFlight, queued int) {
+// cancel counts a request whose client went away while it was at stage.
+func (m *metrics) cancel(stage string) {
 	m.mu.Lock()
-	m.inFlight += inFlight
-	m.queued += queued
+	m.cancelled[stage]++
+	m.mu.Unlock()
+}
+
+func (m *metrics) setQueued(depth int) {
+	m.mu.Lock()
+	m.queued = depth
+	m.mu.Unlock()
+}
+
+func (m *metrics) addInFlight(n int) {
+	m.mu.Lock()
+	m.inFlight += n
 	m.mu.Unlock()
 }
 
@@ -137,6 +154,10 @@ func (m *metrics) write(w io.Writer) {
 	metric("gguftool_rejected_requests_total", "counter", "Requests turned away before running, by reason.")
 	fmt.Fprintf(&b, "gguftool_rejected_requests_total{reason=\"queue_full\"} %d\n", m.rejected["queue_full"])
 	fmt.Fprintf(&b, "gguftool_rejected_requests_total{reason=\"timeout_in_queue\"} %d\n", m.rejected["timeout_in_queue"])
+	metric("gguftool_cancelled_requests_total", "counter", "Requests whose client went away before the answer, by stage: queued (left the queue at once) or running (generation stopped).")
+	for _, stage := range []string{stageQueued, stageRunning} {
+		fmt.Fprintf(&b, "gguftool_cancelled_requests_total{stage=%q} %d\n", stage, m.cancelled[stage])
+	}
 	metric("gguftool_queue_full_with_room_total", "counter", "Requests turned away as queue_full while fewer than the queue capacity waited (0 unless the bound is broken).")
 	fmt.Fprintf(&b, "gguftool_queue_full_with_room_total %d\n", m.rejectedWithRoom)
 	gauge := func(name, help string, v float64) {

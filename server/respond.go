@@ -85,19 +85,21 @@ func (o *responder) chunk(text string, toks []tokenInfo, finish *string, usage *
 func (o *responder) finish(ev event) {
 	if ev.err != nil {
 		e := &APIError{Status: 500, Type: "server_error", Message: ev.err.Error()}
-		switch {
-		case errors.Is(ev.err, context.DeadlineExceeded):
-			e = &APIError{Status: 504, Type: "timeout", Message: fmt.Sprintf("the request did not finish within %s", o.s.cfg.RequestTimeout)}
-		case errors.Is(ev.err, context.Canceled):
-			e = &APIError{Status: 503, Type: "server_error", Message: "the request was cancelled (client gone or server shutting down)"}
+		if errors.Is(ev.err, context.DeadlineExceeded) || errors.Is(ev.err, context.Canceled) {
+			e = o.s.stopped(ev)
 		}
 		o.rl.attrs = append(o.rl.attrs, "completion_tokens", ev.usage.CompletionTokens)
-		if o.started {
+		switch {
+		case e.Status == statusClientClosed:
+			// No one is left to read an answer.
+			o.rl.clientClosed = true
+			o.rl.attrs = append(o.rl.attrs, "error", e.Message)
+		case o.started:
 			o.rl.attrs = append(o.rl.attrs, "error", e.Message)
 			o.send(map[string]*APIError{"error": e})
-			return
+		default:
+			writeError(o.w, o.rl, e)
 		}
-		writeError(o.w, o.rl, e)
 		return
 	}
 	o.rl.attrs = append(o.rl.attrs, "completion_tokens", ev.usage.CompletionTokens, "finish", ev.finish)

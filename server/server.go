@@ -3,7 +3,8 @@
 // server-sent events or not), /v1/models, /health and /metrics. Requests
 // wait in a bounded queue for the one model (past the bound: 429 with
 // Retry-After), each under a timeout and cancelled when its client goes
-// away; shutdown finishes or cancels what is in flight.
+// away (a waiting request leaves the queue at once, freeing its slot);
+// shutdown finishes or cancels what is in flight.
 package server
 
 import (
@@ -51,17 +52,25 @@ type Server struct {
 	tok     *tokenizer.Tokenizer
 	tmpl    chatTemplate
 	lim     limits
-	jobs    chan *job
+	queue   *jobQueue
 	metrics *metrics
 	created int64
 
 	base   context.Context
 	cancel context.CancelFunc
 	worker sync.WaitGroup
-	// closing guards jobs: no handler enqueues once Close has begun.
-	closing sync.RWMutex
-	closed  bool
 }
+
+// The stages a cancelled request is counted in.
+const (
+	stageQueued  = "queued"  // waiting for the model
+	stageRunning = "running" // generating
+)
+
+// statusClientClosed is the status a request whose client went away
+// before its answer is logged and counted with (nginx's 499): no one
+// reads it, and it is not the server's failure, as a 5xx would say.
+const statusClientClosed = 499
 
 // New checks the configuration and prepares the server.
 func New(cfg Config) (*Server, error) {
@@ -72,15 +81,20 @@ func New(cfg Config) (*Server, error) {
 	}
 	switch {
 	case cfg.QueueSize < 0:
-		return nil, fmt.Errorf("server: queue size %d", cfg.QueueSize)
-	case cfg.MaxTokens < 1 || cfg.DefaultMaxTokens < 1 || cfg.DefaultMaxTokens > cfg.MaxTokens:
-		return nil, fmt.Errorf("server: max tokens %d and default %d", cfg.MaxTokens, cfg.DefaultMaxTokens)
+		return nil, fmt.Errorf("server: QueueSize %d: must be at least 0", cfg.QueueSize)
+	case cfg.MaxTokens < 1:
+		return nil, fmt.Errorf("server: MaxTokens %d: must be at least 1", cfg.MaxTokens)
+	case cfg.DefaultMaxTokens < 1 || cfg.DefaultMaxTokens > cfg.MaxTokens:
+		return nil, fmt.Errorf("server: DefaultMaxTokens %d: must be in 1..MaxTokens (%d)", cfg.DefaultMaxTokens, cfg.MaxTokens)
 	case cfg.Context < 2 || cfg.Context > m.Hparams.Context:
-		return nil, fmt.Errorf("server: a context of %d (the model's is %d)", cfg.Context, m.Hparams.Context)
+		return nil, fmt.Errorf("server: Context %d: must be in 2..%d, the model's context", cfg.Context, m.Hparams.Context)
+	case cfg.DefaultMaxTokens >= cfg.Context:
+		// Every request without max_tokens would be refused as too long.
+		return nil, fmt.Errorf("server: DefaultMaxTokens %d: must be below Context (%d), leaving room for a prompt", cfg.DefaultMaxTokens, cfg.Context)
 	case cfg.MaxBodyBytes < 1024:
-		return nil, fmt.Errorf("server: a body limit of %d bytes", cfg.MaxBodyBytes)
+		return nil, fmt.Errorf("server: MaxBodyBytes %d: must be at least 1024", cfg.MaxBodyBytes)
 	case cfg.RequestTimeout <= 0:
-		return nil, fmt.Errorf("server: request timeout %s", cfg.RequestTimeout)
+		return nil, fmt.Errorf("server: RequestTimeout %s: must be positive", cfg.RequestTimeout)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -90,8 +104,9 @@ func New(cfg Config) (*Server, error) {
 		tmpl, _ = v.Str()
 	}
 	s := &Server{cfg: cfg, tok: tok, tmpl: pickTemplate(m.Hparams.Arch, tmpl),
-		lim:  limits{maxTokens: cfg.MaxTokens, defaultMax: cfg.DefaultMaxTokens, maxStop: 4, maxStopBytes: 256},
-		jobs: make(chan *job, cfg.QueueSize), metrics: newMetrics(cfg.QueueSize), created: time.Now().Unix()}
+		lim:     limits{maxTokens: cfg.MaxTokens, defaultMax: cfg.DefaultMaxTokens, maxStop: 4, maxStopBytes: 256},
+		metrics: newMetrics(cfg.QueueSize), created: time.Now().Unix()}
+	s.queue = newJobQueue(cfg.QueueSize, s.metrics)
 	s.metrics.experts = m.Experts().Stats()
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.worker.Add(1)
@@ -128,36 +143,8 @@ func (s *Server) ChatTemplate() string { return s.tmpl.Name }
 // model stays open (its owner closes it).
 func (s *Server) Close() {
 	s.cancel()
-	s.closing.Lock()
-	if !s.closed {
-		s.closed = true
-		close(s.jobs)
-	}
-	s.closing.Unlock()
+	s.queue.close()
 	s.worker.Wait()
-}
-
-// enqueue adds a job unless the queue is full or the server is closing.
-// The send and the count of waiting requests change under the metrics
-// lock, which the worker also takes to count a job off the queue, so the
-// depth a refusal records is the one the refusal saw: at least the bound,
-// unless the queue refuses below it.
-func (s *Server) enqueue(j *job) (ok, closed bool) {
-	s.closing.RLock()
-	defer s.closing.RUnlock()
-	if s.closed {
-		return false, true
-	}
-	s.metrics.mu.Lock()
-	defer s.metrics.mu.Unlock()
-	select {
-	case s.jobs <- j:
-		s.metrics.queued++
-		return true, false
-	default:
-		s.metrics.rejectQueueFull()
-		return false, false
-	}
 }
 
 // Serve serves on ln until ctx is cancelled, then shuts down: it stops
@@ -212,6 +199,10 @@ type reqLog struct {
 	id     string
 	status int
 	attrs  []any
+	// clientClosed: the client went away before the answer was complete;
+	// the request is logged and counted as statusClientClosed whatever
+	// was written.
+	clientClosed bool
 }
 
 // statusWriter remembers the status code.
@@ -254,7 +245,10 @@ func (s *Server) wrap(endpoint string, h func(http.ResponseWriter, *http.Request
 				}
 			}
 			status := w.status
-			if status == 0 {
+			switch {
+			case rl.clientClosed:
+				status = statusClientClosed
+			case status == 0:
 				status = http.StatusOK
 			}
 			s.metrics.observe(endpoint, status, time.Since(start))
@@ -462,6 +456,8 @@ type event struct {
 	finish string
 	usage  Usage
 	err    error
+	// queued: the job ended (on err) without reaching the model.
+	queued bool
 }
 
 type tokenInfo struct {
@@ -484,17 +480,17 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, rl *reqLog, pr
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
 	j := &job{ctx: ctx, prompt: prompt, p: p, events: make(chan event, 64), queued: time.Now()}
-	s.metrics.add(1, 0)
-	ok, closed := s.enqueue(j)
+	s.metrics.addInFlight(1)
+	ok, closed := s.queue.push(j)
 	if !ok {
-		s.metrics.add(-1, 0)
+		s.metrics.addInFlight(-1)
 	}
 	switch {
 	case closed:
 		writeError(w, rl, &APIError{Status: 503, Type: "server_error", Message: "the server is shutting down"})
 		return
 	case ok:
-		defer s.metrics.add(-1, 0)
+		defer s.metrics.addInFlight(-1)
 	default:
 		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfter()))
 		writeError(w, rl, &APIError{Status: 429, Type: "rate_limit_exceeded", Code: "queue_full",
@@ -512,8 +508,13 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, rl *reqLog, pr
 		select {
 		case ev = <-j.events:
 		case <-ctx.Done():
-			// The worker sends the end once it notices; wait for it so the
-			// response says why.
+			if s.queue.remove(j) {
+				// It never reached the model; its slot is free now.
+				ev = event{done: true, err: ctx.Err(), queued: true}
+				break
+			}
+			// The worker has it and sends the end once it notices; wait
+			// for it so the response says why.
 			ev = <-j.events
 			for !ev.done {
 				ev = <-j.events
@@ -537,14 +538,39 @@ func (s *Server) retryAfter() int {
 	return max(1, int(float64(s.lim.defaultMax)/s.metrics.decodeTPS))
 }
 
+// stopped says why a job ended on err, which came from its context,
+// and counts it: a request past its timeout while queued is rejected as
+// timeout_in_queue, one whose client went away is cancelled at its stage.
+func (s *Server) stopped(ev event) *APIError {
+	switch {
+	case errors.Is(ev.err, context.DeadlineExceeded):
+		if ev.queued {
+			s.metrics.reject("timeout_in_queue")
+		}
+		return &APIError{Status: 504, Type: "timeout", Message: fmt.Sprintf("the request did not finish within %s", s.cfg.RequestTimeout)}
+	case s.base.Err() != nil:
+		return &APIError{Status: 503, Type: "server_error", Message: "the request was cancelled: the server is shutting down"}
+	}
+	stage := stageRunning
+	if ev.queued {
+		stage = stageQueued
+	}
+	s.metrics.cancel(stage)
+	return &APIError{Status: statusClientClosed, Type: "cancelled", Message: "the client went away while the request was " + stage}
+}
+
 // work runs the queued jobs one at a time.
 func (s *Server) work() {
 	defer s.worker.Done()
-	for j := range s.jobs {
-		s.metrics.add(0, -1)
+	for {
+		j, ok := s.queue.pop()
+		if !ok {
+			return
+		}
+		// Its context ended after its handler last looked: the handler
+		// now waits for this end.
 		if err := j.ctx.Err(); err != nil {
-			s.metrics.reject("timeout_in_queue")
-			j.events <- event{done: true, err: err}
+			j.events <- event{done: true, err: err, queued: true}
 			continue
 		}
 		s.run(j)

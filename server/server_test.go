@@ -344,51 +344,86 @@ func TestAPIKey(t *testing.T) {
 	}
 }
 
-// TestQueueFullCancelAndShutdown: past the queue bound a request gets 429
-// with Retry-After; a client that goes away stops its generation; a
-// shutdown lets the running request finish.
-func TestQueueFullCancelAndShutdown(t *testing.T) {
-	// A model slow enough that a 3,000-token generation outlasts the test's
-	// checks (a tiny one finishes it, and fits its whole stream in the
-	// socket buffers, in a few seconds).
+// slowConfig serves a model slow enough that a 3,000-token generation
+// outlasts a test's checks (a tiny one finishes it, and fits its whole
+// stream in the socket buffers, in a few seconds).
+func slowConfig(t *testing.T) Config {
 	m := testModelWith(t, func(c *synth.Config) {
 		c.Embd, c.HeadDim, c.Heads, c.HeadsKV, c.ExpertFF, c.Layers = 512, 64, 8, 2, 512, 6
 	})
 	cfg := testConfig(m)
-	cfg.QueueSize = 1
 	cfg.MaxTokens = 4000
 	cfg.Context = 4096
-	url, s, stop := start(t, cfg)
-	long := `{"prompt":"a","max_tokens":3000,"temperature":0,"stream":true}`
+	return cfg
+}
 
-	// One running (streaming; we read its first event), one waiting.
-	ctx1, cancel1 := context.WithCancel(context.Background())
-	req1, _ := http.NewRequestWithContext(ctx1, "POST", url+"/v1/completions", strings.NewReader(long))
-	resp1, err := http.DefaultClient.Do(req1)
+// startLong starts a 3,000-token streamed completion and reads its first
+// event, so that it holds the model; cancel makes its client go away.
+func startLong(t *testing.T, url string) (stream *bufio.Reader, cancel func()) {
+	t.Helper()
+	ctx, cancelCtx := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/completions",
+		strings.NewReader(`{"prompt":"a","max_tokens":3000,"temperature":0,"stream":true}`))
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	br := bufio.NewReader(resp1.Body)
-	if _, err := br.ReadString('\n'); err != nil {
+	stream = bufio.NewReader(resp.Body)
+	if _, err := stream.ReadString('\n'); err != nil {
 		t.Fatal(err)
 	}
+	cancel = func() {
+		cancelCtx()
+		resp.Body.Close()
+	}
+	t.Cleanup(cancel)
+	return stream, cancel
+}
+
+// eventually polls cond for up to 10 s and reports whether it came true.
+func eventually(cond func() bool) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
+
+// depthIs is a condition for eventually: n requests wait.
+func depthIs(s *Server, n int) func() bool {
+	return func() bool { return s.QueueStats().Depth == n }
+}
+
+// metricsText is what /metrics says.
+func metricsText(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// TestQueueFullCancelAndShutdown: past the queue bound a request gets 429
+// with Retry-After; a client that goes away stops its generation; a
+// shutdown lets the running request finish.
+func TestQueueFullCancelAndShutdown(t *testing.T) {
+	cfg := slowConfig(t)
+	cfg.QueueSize = 1
+	url, s, stop := start(t, cfg)
+
+	// One running (streaming; we read its first event), one waiting.
+	_, cancel1 := startLong(t, url)
 	waiting := make(chan int, 1)
 	go func() {
 		resp, _ := post(t, url+"/v1/completions", `{"prompt":"b","max_tokens":4,"temperature":0}`)
 		waiting <- resp.StatusCode
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s.metrics.mu.Lock()
-		q := s.metrics.queued
-		s.metrics.mu.Unlock()
-		if q == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the second request never queued")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !eventually(depthIs(s, 1)) {
+		t.Fatal("the second request never queued")
 	}
 	resp, body := post(t, url+"/v1/completions", `{"prompt":"c","max_tokens":4}`)
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "queue_full") {
@@ -400,7 +435,6 @@ func TestQueueFullCancelAndShutdown(t *testing.T) {
 	// The first client goes away: its 3000-token generation stops and the
 	// waiting request runs.
 	cancel1()
-	resp1.Body.Close()
 	select {
 	case code := <-waiting:
 		if code != 200 {
@@ -439,22 +473,167 @@ func TestQueueRejectionDepth(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// No worker: every job accepted stays queued.
-			s := &Server{jobs: make(chan *job, c.room), metrics: newMetrics(c.capacity)}
+			m := newMetrics(c.capacity)
+			s := &Server{queue: newJobQueue(c.room, m), metrics: m}
 			if q := s.QueueStats(); q.LastRejectionDepth != -1 {
 				t.Fatalf("before any rejection: %+v", q)
 			}
-			for i := range c.room {
-				if ok, closed := s.enqueue(&job{}); !ok || closed {
+			jobs := make([]*job, c.room)
+			for i := range jobs {
+				jobs[i] = &job{}
+				if ok, closed := s.queue.push(jobs[i]); !ok || closed {
 					t.Fatalf("job %d refused with %d of %d queued", i, i, c.room)
 				}
 			}
-			if ok, closed := s.enqueue(&job{}); ok || closed {
+			if ok, closed := s.queue.push(&job{}); ok || closed {
 				t.Fatalf("a job past the room: ok %v, closed %v", ok, closed)
 			}
 			want := QueueStats{Capacity: c.capacity, Depth: c.room, Rejected: 1, RejectedWithRoom: c.wantWithRoom, LastRejectionDepth: c.room}
 			if q := s.QueueStats(); q != want {
 				t.Errorf("queue stats %+v, want %+v", q, want)
 			}
+			// A cancelled job leaves at once: its slot takes a new job, and
+			// the next refusal again sees the queue as full as before.
+			if !s.queue.remove(jobs[0]) {
+				t.Fatal("a waiting job was not found to remove")
+			}
+			if q := s.QueueStats(); q.Depth != c.room-1 {
+				t.Errorf("depth %d after a removal, want %d", q.Depth, c.room-1)
+			}
+			if ok, _ := s.queue.push(&job{}); !ok {
+				t.Fatal("the slot a removed job freed was refused")
+			}
+			if ok, _ := s.queue.push(&job{}); ok {
+				t.Fatal("a job past the room after the removal was queued")
+			}
+			want.Rejected, want.RejectedWithRoom = 2, 2*c.wantWithRoom
+			if q := s.QueueStats(); q != want {
+				t.Errorf("queue stats after a removal %+v, want %+v", q, want)
+			}
 		})
+	}
+}
+
+// TestCancelledWhileQueued: clients that give up while their requests
+// wait free their queue slots at once, not when the running generation
+// ends: a live client is then admitted, not refused with 429 by a queue
+// of ghosts, and the metrics count the ghosts as cancelled (499), not as
+// 503s.
+func TestCancelledWhileQueued(t *testing.T) {
+	cfg := slowConfig(t)
+	url, s, _ := start(t, cfg)
+	stream, cancelLong := startLong(t, url)
+
+	var ghosts sync.WaitGroup
+	cancels := make([]context.CancelFunc, cfg.QueueSize)
+	for i := range cancels {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels[i] = cancel
+		ghosts.Add(1)
+		go func() {
+			defer ghosts.Done()
+			req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/completions", strings.NewReader(`{"prompt":"b","max_tokens":4}`))
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	if !eventually(depthIs(s, cfg.QueueSize)) {
+		t.Fatalf("the queue never filled: %+v", s.QueueStats())
+	}
+	for _, cancel := range cancels {
+		cancel()
+	}
+	ghosts.Wait()
+	if !eventually(depthIs(s, 0)) {
+		t.Errorf("clients gone, yet %d requests still hold the queue", s.QueueStats().Depth)
+	}
+
+	live := make(chan int, 1)
+	go func() {
+		resp, _ := post(t, url+"/v1/completions", `{"prompt":"c","max_tokens":4,"temperature":0}`)
+		live <- resp.StatusCode
+	}()
+	liveQueued := eventually(func() bool {
+		select {
+		case code := <-live:
+			t.Fatalf("a live client got %d while the long generation ran; want it queued", code)
+		default:
+		}
+		return s.QueueStats().Depth == 1
+	})
+	if !liveQueued {
+		t.Fatal("the live request never queued")
+	}
+	// The long generation still runs: the slot was not freed by its end.
+	if _, err := stream.ReadString('\n'); err != nil {
+		t.Fatalf("the long generation: %v", err)
+	}
+	if q := s.QueueStats(); q.Rejected != 0 {
+		t.Errorf("queue stats %+v: want no 429", q)
+	}
+
+	// Its client goes away too: it is cancelled while running, and the
+	// live request runs.
+	cancelLong()
+	if code := <-live; code != 200 {
+		t.Errorf("the live request got %d", code)
+	}
+	want := []string{
+		fmt.Sprintf(`gguftool_cancelled_requests_total{stage="queued"} %d`, cfg.QueueSize),
+		`gguftool_cancelled_requests_total{stage="running"} 1`,
+		fmt.Sprintf(`gguftool_requests_total{endpoint="completions",code="499"} %d`, cfg.QueueSize+1),
+		`gguftool_requests_total{endpoint="completions",code="200"} 1`,
+		`gguftool_rejected_requests_total{reason="queue_full"} 0`,
+		`gguftool_rejected_requests_total{reason="timeout_in_queue"} 0`,
+	}
+	var text string
+	counted := eventually(func() bool {
+		text = metricsText(t, url)
+		for _, line := range want {
+			if !strings.Contains(text, line+"\n") {
+				return false
+			}
+		}
+		return true
+	})
+	if !counted || strings.Contains(text, `code="503"`) {
+		var counts []string
+		for _, line := range strings.Split(text, "\n") {
+			if strings.HasPrefix(line, "gguftool_cancelled_") || strings.HasPrefix(line, "gguftool_requests_total") ||
+				strings.HasPrefix(line, "gguftool_rejected_") {
+				counts = append(counts, line)
+			}
+		}
+		t.Errorf("metrics say\n%s\nwant %q and no 503", strings.Join(counts, "\n"), want)
+	}
+}
+
+// TestNewRefusesConfig: a configuration the server cannot serve with is
+// refused, naming the field, rather than answering every request with an
+// error; a default max_tokens that fills the context would refuse every
+// request without max_tokens.
+func TestNewRefusesConfig(t *testing.T) {
+	m := testModel(t)
+	for _, tc := range []struct {
+		edit    func(*Config)
+		wantErr string
+	}{
+		{func(c *Config) { c.QueueSize = -1 }, "QueueSize -1: must be at least 0"},
+		{func(c *Config) { c.MaxTokens = 0 }, "MaxTokens 0: must be at least 1"},
+		{func(c *Config) { c.DefaultMaxTokens = c.MaxTokens + 1 }, "DefaultMaxTokens 257: must be in 1..MaxTokens (256)"},
+		{func(c *Config) { c.Context = 2 * m.Hparams.Context }, fmt.Sprintf("Context %d: must be in 2..%d", 2*m.Hparams.Context, m.Hparams.Context)},
+		{func(c *Config) { c.Context, c.DefaultMaxTokens = 16, 16 }, "DefaultMaxTokens 16: must be below Context (16)"},
+		{func(c *Config) { c.MaxBodyBytes = 10 }, "MaxBodyBytes 10: must be at least 1024"},
+		{func(c *Config) { c.RequestTimeout = -time.Second }, "RequestTimeout -1s: must be positive"},
+	} {
+		cfg := testConfig(m)
+		tc.edit(&cfg)
+		if s, err := New(cfg); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			if s != nil {
+				s.Close()
+			}
+			t.Errorf("New: %v; want an error containing %q", err, tc.wantErr)
+		}
 	}
 }

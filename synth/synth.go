@@ -110,8 +110,29 @@ func (c *Config) expertType() gguf.Type {
 	return c.ExpertType
 }
 
+// Geometry limits, checked by Validate before anything is allocated. A
+// tensor is generated a row at a time on every core, so the width of a row
+// bounds synth's memory; the other limits are llama.cpp's own, or far
+// above any released model.
+const (
+	// MaxLayers is llama.cpp's LLAMA_MAX_LAYERS: it refuses more.
+	MaxLayers = 512
+	// MaxExperts is llama.cpp's LLAMA_MAX_EXPERTS since Qwen3-Next (older
+	// builds refuse more than 256); no released model has more.
+	MaxExperts = 512
+	// MaxWidth bounds every row: the embedding width, the FFN widths,
+	// heads × head dim, LoRA ranks. 262144 is 16 times the widest
+	// released model's and keeps one row of floats at 1 MiB per core.
+	MaxWidth = 1 << 18
+	// MaxVocab bounds the vocabulary, which is held in memory as GGUF
+	// metadata: four times the largest released vocabulary.
+	MaxVocab = 1 << 20
+	// MaxContext is the largest context length GGUF's u32 key holds.
+	MaxContext = math.MaxUint32
+)
+
 // Validate checks the config against what the architecture's llama.cpp
-// loader accepts.
+// loader accepts and against the geometry limits.
 func (c *Config) Validate() error {
 	if !slices.Contains(Archs, c.Arch) {
 		return fmt.Errorf("synth: unknown architecture %q (known: %s)", c.Arch, strings.Join(Archs, ", "))
@@ -126,6 +147,9 @@ func (c *Config) Validate() error {
 		if p.v <= 0 {
 			return fmt.Errorf("synth: %s must be positive, got %d", p.name, p.v)
 		}
+	}
+	if err := c.checkLimits(); err != nil {
+		return err
 	}
 	if c.ExpertsUsed > c.Experts {
 		return fmt.Errorf("synth: experts used (%d) exceeds experts (%d)", c.ExpertsUsed, c.Experts)
@@ -180,6 +204,53 @@ func (c *Config) Validate() error {
 	case "gpt-oss":
 		if c.SlidingWindow <= 0 {
 			return errors.New("synth: gpt-oss needs a positive sliding window")
+		}
+	}
+	return nil
+}
+
+// checkLimits refuses a negative optional size and a geometry beyond the
+// limits. Values are int64 here so that no product of two of them
+// overflows.
+func (c *Config) checkLimits() error {
+	const (
+		llamaLayers  = "llama.cpp's LLAMA_MAX_LAYERS"
+		llamaExperts = "llama.cpp's LLAMA_MAX_EXPERTS"
+		row          = "the widest row synth generates"
+		u32          = "GGUF stores it as u32"
+	)
+	limits := []struct {
+		name     string
+		v, limit int64
+		why      string
+	}{
+		{"layers", int64(c.Layers), MaxLayers, llamaLayers},
+		{"experts", int64(c.Experts), MaxExperts, llamaExperts},
+		{"embedding width", int64(c.Embd), MaxWidth, row},
+		{"heads × head dim", int64(c.Heads) * int64(c.HeadDim), MaxWidth, row},
+		{"expert FFN width", int64(c.ExpertFF), MaxWidth, row},
+		{"dense FFN width", int64(c.DenseFF), MaxWidth, row},
+		{"expert FFN width × shared experts", int64(c.ExpertFF) * int64(c.SharedExperts), MaxWidth, row},
+		{"q LoRA rank", int64(c.QLoraRank), MaxWidth, row},
+		{"kv LoRA rank + RoPE dim", int64(c.KVLoraRank) + int64(c.RopeDim), MaxWidth, row},
+		{"vocabulary", int64(c.Vocab), MaxVocab, "four times the largest released vocabulary"},
+		{"context length", int64(c.Context), MaxContext, u32},
+		{"sliding window", int64(c.SlidingWindow), MaxContext, u32},
+	}
+	for _, l := range limits {
+		if l.v > l.limit {
+			return fmt.Errorf("synth: %s %d is more than %d (%s)", l.name, l.v, l.limit, l.why)
+		}
+	}
+	optional := []struct {
+		name string
+		v    int
+	}{{"dense layers", c.DenseLayers}, {"dense FFN width", c.DenseFF}, {"shared experts", c.SharedExperts},
+		{"q LoRA rank", c.QLoraRank}, {"kv LoRA rank", c.KVLoraRank}, {"RoPE dim", c.RopeDim},
+		{"sliding window", c.SlidingWindow}}
+	for _, o := range optional {
+		if o.v < 0 {
+			return fmt.Errorf("synth: %s must not be negative, got %d", o.name, o.v)
 		}
 	}
 	return nil

@@ -150,6 +150,14 @@ func TestValidate(t *testing.T) {
 		"fused gate_up":         func(c *Config) { c.FusedGateUp = true },
 		"shared experts":        func(c *Config) { c.SharedExperts = 1 },
 		"small vocab":           func(c *Config) { c.Vocab = 100 },
+		"absurd width":          func(c *Config) { c.Embd = 1_000_000_000 },
+		"absurd experts":        func(c *Config) { c.Experts = 100_000_000 },
+		"layers above llama":    func(c *Config) { c.Layers = MaxLayers + 1 },
+		"absurd vocabulary":     func(c *Config) { c.Vocab = MaxVocab + 1 },
+		"absurd expert FFN":     func(c *Config) { c.ExpertFF = MaxWidth + 1 },
+		"absurd attention":      func(c *Config) { c.Heads, c.HeadsKV, c.HeadDim = 1<<20, 1, 1<<20 },
+		"context beyond u32":    func(c *Config) { c.Context = MaxContext + 1 },
+		"negative dense layers": func(c *Config) { c.DenseLayers = -1 },
 	}
 	for name, mutate := range bad {
 		c := Defaults("qwen3moe")
@@ -157,6 +165,16 @@ func TestValidate(t *testing.T) {
 		if _, _, err := c.Model(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	ds := Defaults("deepseek2")
+	ds.SharedExperts, ds.ExpertFF = 3, MaxWidth/2
+	if err := ds.Validate(); err == nil || !strings.Contains(err.Error(), "expert FFN width × shared experts") {
+		t.Errorf("shared experts wider than a row: %v", err)
+	}
+	at := Defaults("qwen3moe")
+	at.Layers, at.Experts, at.Embd, at.ExpertFF, at.Vocab = MaxLayers, MaxExperts, MaxWidth, MaxWidth, MaxVocab
+	if err := at.Validate(); err != nil {
+		t.Errorf("a geometry at every limit refused: %v", err)
 	}
 	o := Defaults("olmoe")
 	o.HeadsKV = 2

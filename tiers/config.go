@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gguftool/gguftool/internal/filekind"
 	"github.com/gguftool/gguftool/internal/units"
 )
 
@@ -90,7 +91,7 @@ func ConfigPath(flag string) (string, error) {
 
 // LoadConfig reads and checks a configuration file.
 func LoadConfig(path string) (*Config, error) {
-	f, err := os.Open(path)
+	f, err := filekind.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &ConfigError{File: path, Msg: "no storage-tiers configuration here: pass --config, set $GGUFTOOL_CONFIG, or create it (docs/format/storage-tiers.md)"}
 	}

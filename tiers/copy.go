@@ -212,10 +212,10 @@ func (m *Manager) verifyCopy(ctx context.Context, j *Journal, res *Result, srcDi
 				return err
 			}
 			if attempt == 1 {
-				m.notef("%v; rolling the copy back", err)
+				m.notef("%v; rolling the copy back", j.withFinalNames(err))
 				return errors.Join(err, m.removeTemporaries(j), j.remove(m.FS))
 			}
-			m.notef("%v; copying it again", err)
+			m.notef("%v; copying it again", j.withFinalNames(err))
 			f.Copied = 0
 			n, sd, err := m.copyFile(ctx, j, f, newThrottle(m.BWLimit, m.now), func(int64) {})
 			res.CopiedBytes += n

@@ -92,8 +92,8 @@ type JournalFile struct {
 
 // Journal is one operation's write-ahead record, kept at
 // <destination root>/.gguftool/journal/<ID>.json and replaced atomically at
-// every step. The temporary copy lives in <destination root>/
-// .gguftool-tmp-<ID>/, mirroring the artifact's relative paths.
+// every step. The temporary copy sits next to its final names, as
+// <dir>/.gguftool-tmp-<ID>-<base> (see unit).
 type Journal struct {
 	Schema   string        `json:"schema"`
 	Version  int           `json:"version"`
@@ -251,13 +251,6 @@ func newJournalID(now time.Time) string {
 
 func journalPath(root, id string) string {
 	return filepath.Join(root, StateDir, journalDir, id+".json")
-}
-
-// tmpDir is where an operation's copy is written before publication.
-func (j *Journal) tmpDir() string { return filepath.Join(j.Dest.Root, tmpPrefix+j.ID) }
-
-func (j *Journal) tmpPath(rel string) string {
-	return filepath.Join(j.tmpDir(), filepath.FromSlash(rel))
 }
 
 // write makes the record durable at its step.

@@ -9,10 +9,13 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gguftool/gguftool/internal/atomicfile"
 	"github.com/gguftool/gguftool/internal/ioengine"
+	"github.com/gguftool/gguftool/internal/iostreams"
 )
 
 // ErrNoSpace means a destination lacks the room (disk or budget) for a
@@ -49,12 +52,18 @@ type Manager struct {
 	// files whose (dev, inode, size, mtime, ctime) have not changed,
 	// instead of re-reading the copy it keeps.
 	AllowCachedDigests bool
+	// WaitBusy makes EnsureHot wait, polling until its context is done,
+	// for an operation another process is running on the artifact,
+	// instead of refusing it as busy. An operation a crash left pending
+	// is refused either way: no process will finish it.
+	WaitBusy bool
 	// Hook is called after every durable step of an operation with the
 	// step's name; crash tests kill the process or the file system there.
 	Hook func(point string)
 
-	copyChunk       int   // bytes per read/write of a copy
-	checkpointBytes int64 // bytes between durable checkpoints of a copy
+	copyChunk       int           // bytes per read/write of a copy
+	checkpointBytes int64         // bytes between durable checkpoints of a copy
+	waitPoll        time.Duration // how often WaitBusy looks again
 	engine          *ioengine.Engine
 }
 
@@ -66,8 +75,13 @@ const (
 )
 
 // NewManager returns a Manager on the real file system, reading with the
-// I/O engine (io_uring, O_DIRECT). Close releases the engine.
+// I/O engine (io_uring, O_DIRECT). Close releases the engine. A tier root
+// that exists but is not a directory is a configuration error (an absent
+// one is an offline tier).
 func NewManager(c *Config) (*Manager, error) {
+	if err := checkRoots(OSFS{}, c); err != nil {
+		return nil, err
+	}
 	eng, err := ioengine.New(ioengine.Options{Backend: ioengine.Auto, QueueDepth: 16, Direct: true})
 	if err != nil {
 		return nil, err
@@ -118,6 +132,22 @@ type Location struct {
 	Artifact *Artifact
 }
 
+// checkRoots refuses a configuration with a tier root that is a file, or
+// lies under one: such a tier can never come online, so calling it
+// offline (an unplugged disk) would only hide the mistake.
+func checkRoots(fsys FS, c *Config) error {
+	for _, t := range c.Tiers {
+		st, err := fsys.Stat(t.Root)
+		switch {
+		case err == nil && !st.IsDir():
+			return &ConfigError{File: c.Path, Msg: fmt.Sprintf("tier %s: root %s is a file, not a directory: point the root at a directory", t.Name, t.Root)}
+		case errors.Is(err, syscall.ENOTDIR):
+			return &ConfigError{File: c.Path, Msg: fmt.Sprintf("tier %s: root %s lies under a file, not a directory: point the root at a directory", t.Name, t.Root)}
+		}
+	}
+	return nil
+}
+
 // online reports whether a tier's root is there (a cold disk may be
 // unplugged).
 func (m *Manager) online(t *Tier) bool {
@@ -145,28 +175,85 @@ func (m *Manager) Locate(name string) ([]Location, error) {
 	return out, nil
 }
 
-// Resolve turns what a user typed (a path to a pack directory, a GGUF
-// file or any shard of a split set inside a tier, or an artifact name)
-// into an artifact name that exists in some tier.
-func (m *Manager) Resolve(ref string) (string, error) {
-	if _, err := m.FS.Lstat(ref); err == nil {
-		if t, ok := m.Config.TierOf(ref); ok {
-			return ArtifactName(t.Root, ref)
+// Resolve turns what a user typed into the name of an artifact that
+// exists in some tier, and, when ref was resolved as a path, the tier it
+// lies in (nil for a name). A bare ref (relative, not starting with ./ or
+// ../) is looked up in the tiers first, in configuration order, as an
+// artifact's name or as a path under the tier's root (a shard stands for
+// its set), and only then taken as a path from the current directory;
+// an explicit path is only a path. A ref found nowhere is an error that
+// lists every place looked in (errors.Is ErrNoArtifact).
+func (m *Manager) Resolve(ref string) (string, *Tier, error) {
+	var looked []string
+	if name := path.Clean(filepath.ToSlash(ref)); bareRef(ref) && checkRel(name) == nil {
+		for _, t := range m.Config.Tiers {
+			where := filepath.Join(t.Root, filepath.FromSlash(name))
+			if !m.online(t) {
+				looked = append(looked, fmt.Sprintf("tier %s (%s, offline)", t.Name, where))
+				continue
+			}
+			looked = append(looked, fmt.Sprintf("tier %s (%s)", t.Name, where))
+			found, err := m.nameIn(t, name)
+			if err != nil || found != "" {
+				return found, nil, err
+			}
 		}
-		return "", fmt.Errorf("tiers: %s is not inside any tier of %s: %w", ref, m.Config.Path, ErrNoArtifact)
 	}
-	name := path.Clean(filepath.ToSlash(ref))
-	if checkRel(name) != nil {
-		return "", fmt.Errorf("tiers: %q is neither an existing path nor an artifact name: %w", ref, ErrNoArtifact)
+	abs, err := filepath.Abs(ref)
+	if err != nil {
+		return "", nil, err
 	}
-	locs, err := m.Locate(name)
+	if _, err := m.FS.Lstat(ref); err != nil {
+		looked = append(looked, "the path "+abs)
+		return "", nil, fmt.Errorf("tiers: no artifact %q: looked in %s: %w", ref, strings.Join(looked, ", "), ErrNoArtifact)
+	}
+	if t, ok := m.Config.TierOf(ref); ok {
+		name, err := ArtifactName(t.Root, ref)
+		return name, t, err
+	}
+	var roots []string
+	for _, t := range m.Config.Tiers {
+		roots = append(roots, fmt.Sprintf("%s at %s", t.Name, t.Root))
+	}
+	msg := fmt.Sprintf("tiers: %s (%s) is not inside any tier of %s (%s)", ref, abs, m.Config.Path, strings.Join(roots, ", "))
+	if len(looked) > 0 {
+		msg += fmt.Sprintf(", and no tier holds an artifact of that name: looked in %s", strings.Join(looked, ", "))
+	}
+	return "", nil, fmt.Errorf("%s: %w", msg, ErrNoArtifact)
+}
+
+// bareRef reports whether what a user typed may be an artifact's name: a
+// relative path not marked as one from the current directory.
+func bareRef(ref string) bool {
+	return !filepath.IsAbs(ref) && ref != "." && ref != ".." &&
+		!strings.HasPrefix(ref, "./") && !strings.HasPrefix(ref, "../")
+}
+
+// nameIn returns the artifact of tier t that name (clean, relative)
+// stands for: the artifact called name, else the artifact the path name
+// under the root belongs to (a shard's set); "" when there is none.
+func (m *Manager) nameIn(t *Tier, name string) (string, error) {
+	all, err := Scan(m.FS, t.Root)
 	if err != nil {
 		return "", err
 	}
-	if len(locs) == 0 {
-		return "", fmt.Errorf("tiers: no artifact %q in any tier of %s: %w", name, m.Config.Path, ErrNoArtifact)
+	candidates := []string{name}
+	if p := filepath.Join(t.Root, filepath.FromSlash(name)); m.exists(p) {
+		if n, err := ArtifactName(t.Root, p); err == nil && n != name {
+			candidates = append(candidates, n)
+		}
 	}
-	return name, nil
+	for _, n := range candidates {
+		if _, ok := findIn(all, n); ok {
+			return n, nil
+		}
+	}
+	return "", nil
+}
+
+func (m *Manager) exists(p string) bool {
+	_, err := m.FS.Lstat(p)
+	return err == nil
 }
 
 // Result is what an operation did, or with DryRun what it would do.
@@ -293,7 +380,7 @@ func (m *Manager) transfer(ctx context.Context, op Op, name, from string, to *Ti
 // any other while it is pending.
 func (m *Manager) resumeTransfer(ctx context.Context, j *Journal, op Op, from string, to *Tier, dryRun bool, start time.Time) (*Result, error) {
 	if j.Dest.Tier != to.Name || j.Op != op || (from != "" && j.Source.Tier != from) {
-		return nil, &BusyError{Artifact: j.Artifact, Tier: j.Dest.Tier, Reason: fmt.Sprintf("an interrupted %s from %s to %s is pending (journal %s): finish it with `gguftool tiers recover` or undo it with `gguftool tiers recover --rollback`", j.Op, j.Source.Tier, j.Dest.Tier, j.ID)}
+		return nil, m.journalBusy(j)
 	}
 	src, _ := m.Config.Tier(j.Source.Tier)
 	res := &Result{Artifact: j.Artifact, To: to.Name, DryRun: dryRun, From: src.Name, Kind: j.Kind, Resumed: true, Size: journalSize(j)}
@@ -441,15 +528,15 @@ func (m *Manager) plan(op Op, src *Location, to *Tier, twin bool) []string {
 		if m.AllowCachedDigests {
 			how = "recorded digests where the files are unchanged, else re-reading"
 		}
-		p = append(p, fmt.Sprintf("%s already holds a copy with the same %d files and sizes: verify its content (%s, %d bytes each side)", to.Name, len(a.Files), how, a.Size))
+		p = append(p, fmt.Sprintf("%s already holds a copy with the same %s and sizes: verify its content (%s, %s each side)", to.Name, iostreams.Plural(len(a.Files), "file"), how, iostreams.Bytes(a.Size)))
 	} else {
 		p = append(p,
-			fmt.Sprintf("copy %d files, %d bytes, from %s to temporary names on %s (fsync, checkpoints every %d bytes)", len(a.Files), a.Size, src.Tier.Name, to.Name, m.checkpoint()),
+			fmt.Sprintf("copy %s, %s, from %s to temporary names on %s (fsync, checkpoints every %s)", iostreams.Plural(len(a.Files), "file"), iostreams.Bytes(a.Size), src.Tier.Name, to.Name, iostreams.Bytes(m.checkpoint())),
 			"verify by re-reading both copies (XXH3-128)",
 			"rename into place and fsync the directories")
 	}
 	if op == OpMove {
-		p = append(p, fmt.Sprintf("remove the %d files from %s", len(a.Files), src.Tier.Name))
+		p = append(p, fmt.Sprintf("remove the %s from %s", iostreams.Plural(len(a.Files), "file"), src.Tier.Name))
 	} else {
 		p = append(p, fmt.Sprintf("keep the copy on %s", src.Tier.Name))
 	}
@@ -563,6 +650,36 @@ func (j *Journal) tmpName(rel string) string {
 	return filepath.Join(j.Dest.Root, filepath.FromSlash(dir), tmpPrefix+j.ID+"-"+base)
 }
 
+// withFinalNames shows err, an error of the copy or its verification,
+// with each temporary name replaced by the final name it stands for,
+// marked as not yet published: a person knows the artifact's paths, not
+// gguftool's temporary ones. errors.Is and errors.As see err unchanged.
+func (j *Journal) withFinalNames(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pairs []string
+	for _, u := range j.units() {
+		pairs = append(pairs, u.tmp, u.final)
+	}
+	msg := err.Error()
+	shown := strings.NewReplacer(pairs...).Replace(msg)
+	if shown == msg {
+		return err
+	}
+	return &renamedError{err: err, msg: shown + " (on tier " + j.Dest.Tier + ": the copy being made, not yet published)"}
+}
+
+// renamedError is an error shown in other words; Unwrap returns the
+// original.
+type renamedError struct {
+	err error
+	msg string
+}
+
+func (e *renamedError) Error() string { return e.msg }
+func (e *renamedError) Unwrap() error { return e.err }
+
 // tmpFile is where a file of the artifact is written before publication.
 func (j *Journal) tmpFile(rel string) string {
 	if j.Kind == "pack" {
@@ -608,7 +725,7 @@ func (m *Manager) run(ctx context.Context, j *Journal, res *Result) error {
 	verifiedBefore := j.Step.order() >= StepVerified.order()
 	if !verifiedBefore {
 		if err := m.copyAndVerify(ctx, j, res); err != nil {
-			return err
+			return j.withFinalNames(err)
 		}
 	}
 	if j.Step == StepVerified {

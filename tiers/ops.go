@@ -41,9 +41,37 @@ func (c *Config) HotTier(name string) (*Tier, error) {
 // EnsureHot brings the artifact onto the hot tier: copy from the nearest
 // tier that holds it, verify by re-reading, publish, keep the source. When
 // the hot tier lacks room it first evicts least-recently-used artifacts
-// under Evict's rules. Either way the artifact's use is recorded.
+// under Evict's rules. Either way the artifact's use is recorded. While
+// another operation works on the artifact (a journal for it is pending,
+// or an operation holds its lock) it is refused as busy, naming the
+// operation, or with WaitBusy waited for (when a live process runs it)
+// and then decided afresh.
 func (m *Manager) EnsureHot(ctx context.Context, name string, hot *Tier, dryRun bool) (*Result, *EvictResult, error) {
+	noted := false
+	for {
+		res, ev, err := m.ensureHotOnce(ctx, name, hot, dryRun)
+		be, ok := waitable(err)
+		if !m.WaitBusy || !ok {
+			return res, ev, err
+		}
+		if !noted {
+			m.notef("waiting: %v", be)
+			noted = true
+		}
+		if werr := m.pause(ctx); werr != nil {
+			// Still busy: say so (errors.Is ErrBusy), and why the wait ended.
+			return nil, ev, fmt.Errorf("%w (stopped waiting: %v)", be, werr)
+		}
+	}
+}
+
+// ensureHotOnce is one attempt of EnsureHot.
+func (m *Manager) ensureHotOnce(ctx context.Context, name string, hot *Tier, dryRun bool) (*Result, *EvictResult, error) {
 	locs, err := m.Locate(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	pending, err := m.ensureHotBlocker(name, hot, locs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -51,19 +79,11 @@ func (m *Manager) EnsureHot(ctx context.Context, name string, hot *Tier, dryRun 
 	for i := range locs {
 		l := &locs[i]
 		if l.Tier == hot {
-			res := &Result{Artifact: name, Kind: l.Artifact.Kind, Size: l.Artifact.Size, To: hot.Name, Action: ActionAlreadyThere, DryRun: dryRun}
-			if !dryRun {
-				err = Touch(m.FS, m.Locker, hot.Root, name, m.now())
-			}
-			return res, nil, err
+			return m.alreadyHot(l, dryRun)
 		}
 		if src == nil || roleRank(l.Tier.Role) < roleRank(src.Tier.Role) {
 			src = l
 		}
-	}
-	pending, err := m.pendingFor(name)
-	if err != nil {
-		return nil, nil, err
 	}
 	if src == nil && pending == nil {
 		return nil, nil, fmt.Errorf("tiers: no artifact %q in any tier of %s: %w", name, m.Config.Path, ErrNoArtifact)
@@ -91,6 +111,22 @@ func (m *Manager) EnsureHot(ctx context.Context, name string, hot *Tier, dryRun 
 		err = Touch(m.FS, m.Locker, hot.Root, name, m.now())
 	}
 	return res, ev, err
+}
+
+// alreadyHot reports the artifact at l, on the hot tier, as already there
+// and records its use, under a shared lock so that no operation can start
+// moving it away while the answer is being given.
+func (m *Manager) alreadyHot(l *Location, dryRun bool) (*Result, *EvictResult, error) {
+	res := &Result{Artifact: l.Artifact.Name, Kind: l.Artifact.Kind, Size: l.Artifact.Size, To: l.Tier.Name, Action: ActionAlreadyThere, DryRun: dryRun}
+	if dryRun {
+		return res, nil, nil
+	}
+	unlock, err := m.Locker.Lock(m.FS, l.Tier.Root, l.Artifact.Name, false)
+	if err != nil {
+		return nil, nil, relabel(err, l.Tier)
+	}
+	defer unlock()
+	return res, nil, Touch(m.FS, m.Locker, l.Tier.Root, l.Artifact.Name, m.now())
 }
 
 // Copy copies the artifact called name to tier to and keeps the source:
@@ -243,7 +279,7 @@ type Recovered struct {
 	From     string `json:"from"`
 	To       string `json:"to"`
 	Step     Step   `json:"step"`
-	Outcome  string `json:"outcome"` // completed, rolled-back, pending, busy, offline, failed
+	Outcome  string `json:"outcome"` // completed, rolled-back, pending, busy, offline, failed; in a Status, running or pending
 	Error    string `json:"error,omitempty"`
 }
 

@@ -25,6 +25,9 @@ var ErrBusy = errors.New("tiers: busy")
 type BusyError struct {
 	Artifact, Tier string
 	Reason         string // empty: locked by another operation or leased by a server
+	// interrupted: what holds the artifact is an operation a crash left
+	// pending, which only recovery settles: waiting does not help.
+	interrupted bool
 }
 
 func (e *BusyError) Error() string {

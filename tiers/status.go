@@ -4,17 +4,27 @@ import (
 	"path/filepath"
 )
 
-// StatusSchema names the document `gguftool tiers status --json` prints.
-const StatusSchema = "gguftool.tiers-status"
+// StatusSchema names the document `gguftool tiers status --json` prints;
+// its version is the /vN suffix, as for every command's --json document.
+const StatusSchema = "gguftool.tiers-status/v1"
 
-// Status is every tier's space and artifacts, and the operations pending.
+// Status is every tier's space and artifacts, and the operations not
+// finished.
 type Status struct {
-	Schema  string        `json:"schema"`
-	Version int           `json:"version"`
-	Config  string        `json:"config"`
-	Tiers   []*TierStatus `json:"tiers"`
-	Pending []Recovered   `json:"pending,omitempty"`
+	Schema string        `json:"schema"`
+	Config string        `json:"config"`
+	Tiers  []*TierStatus `json:"tiers"`
+	// Pending lists every journaled operation: outcome "running" when a
+	// live process holds its lock, "pending" when none does (a crash
+	// interrupted it: `gguftool tiers recover` settles it).
+	Pending []Recovered `json:"pending,omitempty"`
 }
+
+// Outcomes of an unfinished operation in a Status.
+const (
+	OutcomeRunning = "running"
+	OutcomePending = "pending"
+)
 
 // TierStatus is one tier.
 type TierStatus struct {
@@ -56,7 +66,7 @@ type ArtifactStatus struct {
 
 // Status reports every tier without reading any artifact's content.
 func (m *Manager) Status() (*Status, error) {
-	s := &Status{Schema: StatusSchema, Version: 1, Config: m.Config.Path}
+	s := &Status{Schema: StatusSchema, Config: m.Config.Path}
 	scans := map[*Tier][]*Artifact{}
 	for _, t := range m.Config.Tiers {
 		ts := &TierStatus{Name: t.Name, Root: t.Root, Role: t.Role, Online: m.online(t), Artifacts: []*ArtifactStatus{}}
@@ -103,7 +113,15 @@ func (m *Manager) Status() (*Status, error) {
 			ts.Error = err.Error()
 		}
 		for _, j := range js {
-			s.Pending = append(s.Pending, Recovered{ID: j.ID, Op: j.Op, Artifact: j.Artifact, From: j.Source.Tier, To: j.Dest.Tier, Step: j.Step, Outcome: "pending"})
+			op := Recovered{ID: j.ID, Op: j.Op, Artifact: j.Artifact, From: j.Source.Tier, To: j.Dest.Tier, Step: j.Step, Outcome: OutcomePending}
+			running, err := m.journalRunning(j)
+			if err != nil {
+				ts.Error = err.Error()
+			}
+			if running {
+				op.Outcome = OutcomeRunning
+			}
+			s.Pending = append(s.Pending, op)
 		}
 	}
 	for i, t := range m.Config.Tiers {

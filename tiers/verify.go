@@ -107,16 +107,18 @@ func CheckStructure(fsys FS, hotRoot string, hot *Artifact, coldRoot string, col
 		if err != nil {
 			return err
 		}
-		if a, ok := idOf(hst); ok {
-			if b, ok := idOf(cst); ok && a.dev == b.dev && a.ino == b.ino {
-				return &TwinError{Path: cp, Reason: "is the same file as the original (same inode: a hard link), not a copy"}
-			}
-		}
-		if _, ok := fsys.(OSFS); ok { // a symlinked directory on the way makes the same path twice
+		// The path first: a symlinked directory on the way makes one file
+		// reachable by two paths, which is not a hard link.
+		if _, ok := fsys.(OSFS); ok {
 			realCold, errC := filepath.EvalSymlinks(cp)
 			realHot, errH := filepath.EvalSymlinks(hp)
 			if errC == nil && errH == nil && realCold == realHot {
-				return &TwinError{Path: cp, Reason: "resolves to the original (" + realHot + ")"}
+				return &TwinError{Path: cp, Reason: "is the same file as the original, reached through a symlinked directory (both resolve to " + realHot + "), not a copy"}
+			}
+		}
+		if a, ok := idOf(hst); ok {
+			if b, ok := idOf(cst); ok && a.dev == b.dev && a.ino == b.ino {
+				return &TwinError{Path: cp, Reason: "is the same file as the original (same device and inode: a hard link or a bind mount), not a copy"}
 			}
 		}
 	}

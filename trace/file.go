@@ -11,6 +11,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/gguftool/gguftool/internal/atomicfile"
+	"github.com/gguftool/gguftool/internal/filekind"
 )
 
 // zstdMagic starts every zstd frame.
@@ -74,7 +75,7 @@ func (tf *File) Abort() {
 // Open opens a trace file, compressed or not (told by its first
 // bytes, not its name).
 func Open(path string) (*Reader, io.Closer, error) {
-	f, err := os.Open(path)
+	f, err := filekind.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"path/filepath"
 	"strings"
@@ -28,13 +29,13 @@ import (
 // (pack.json digests and header checksums, GGUF headers) agree with it.
 const LevelContainer tiers.Level = "container"
 
-// ReportSchema names the document `gguftool twins verify --json` prints.
-const ReportSchema = "gguftool.twins-verify"
+// ReportSchema names the document `gguftool twins verify --json` prints;
+// its version is the /vN suffix, as for every command's --json document.
+const ReportSchema = "gguftool.twins-verify/v1"
 
 // Report is the outcome of verifying one pair of copies.
 type Report struct {
 	Schema  string      `json:"schema"`
-	Version int         `json:"version"`
 	Hot     string      `json:"hot"`
 	Cold    string      `json:"cold"`
 	Kind    string      `json:"kind"`
@@ -74,19 +75,22 @@ func (e *ContainerError) Is(target error) bool { return target == tiers.ErrNotTw
 // naming the file for a copy that is not a twin).
 func Verify(ctx context.Context, fsys tiers.FS, h tiers.Hasher, hotPath, coldPath string, progress func(int64)) (*Report, error) {
 	start := time.Now()
-	r := &Report{Schema: ReportSchema, Version: 1, Hot: hotPath, Cold: coldPath, Level: tiers.LevelNone}
+	r := &Report{Schema: ReportSchema, Hot: hotPath, Cold: coldPath, Level: tiers.LevelNone}
 	fail := func(err error) (*Report, error) {
 		r.Seconds = time.Since(start).Seconds()
 		r.Error = err.Error()
 		return r, err
 	}
-	hotRoot, hot, err := tiers.ArtifactAt(fsys, hotPath)
+	hotRoot, hot, err := artifactAt(fsys, hotPath, "original")
 	if err != nil {
 		return fail(err)
 	}
-	coldRoot, cold, err := tiers.ArtifactAt(fsys, coldPath)
+	coldRoot, cold, err := artifactAt(fsys, coldPath, "copy")
 	if err != nil {
 		return fail(err)
+	}
+	if samePath(hotPath, coldPath) {
+		return fail(&tiers.TwinError{Path: coldPath, Reason: "is the same path as the original: name the copy to compare it with"})
 	}
 	r.Kind = hot.Kind
 	for _, f := range hot.Files {
@@ -113,6 +117,26 @@ func Verify(ctx context.Context, fsys tiers.FS, h tiers.Hasher, hotPath, coldPat
 	r.Level = LevelContainer
 	r.Seconds = time.Since(start).Seconds()
 	return r, nil
+}
+
+// artifactAt is tiers.ArtifactAt with a missing path said as such:
+// "not found", naming the path and which of the two it is (errors.Is
+// fs.ErrNotExist, exit code 5), rather than an lstat error.
+func artifactAt(fsys tiers.FS, p, which string) (string, *tiers.Artifact, error) {
+	root, a, err := tiers.ArtifactAt(fsys, p)
+	var pe *fs.PathError
+	if errors.Is(err, fs.ErrNotExist) && errors.As(err, &pe) {
+		return "", nil, fmt.Errorf("twins: %s (the %s) not found: %w", p, which, pe.Err)
+	}
+	return root, a, err
+}
+
+// samePath reports whether two paths name the same place once made
+// absolute and clean.
+func samePath(a, b string) bool {
+	absA, errA := filepath.Abs(a)
+	absB, errB := filepath.Abs(b)
+	return errA == nil && errB == nil && absA == absB
 }
 
 // CheckContainer checks what an artifact on the real file system says
@@ -167,13 +191,13 @@ type Candidate struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// FindSchema names the document `gguftool twins find --json` prints.
-const FindSchema = "gguftool.twins-find"
+// FindSchema names the document `gguftool twins find --json` prints; its
+// version is the /vN suffix, as for every command's --json document.
+const FindSchema = "gguftool.twins-find/v1"
 
 // Found is the outcome of a search.
 type Found struct {
 	Schema     string      `json:"schema"`
-	Version    int         `json:"version"`
 	Artifact   string      `json:"artifact"`
 	Tier       string      `json:"tier"` // where the original is
 	Path       string      `json:"path"`
@@ -190,7 +214,7 @@ func Find(ctx context.Context, m *tiers.Manager, name string, from *tiers.Tier, 
 	if err != nil {
 		return nil, err
 	}
-	out := &Found{Schema: FindSchema, Version: 1, Artifact: name, Tier: from.Name, Path: filepath.Join(from.Root, name), Candidates: []Candidate{}}
+	out := &Found{Schema: FindSchema, Artifact: name, Tier: from.Name, Path: filepath.Join(from.Root, name), Candidates: []Candidate{}}
 	locs, err := m.Locate(name)
 	if err != nil {
 		return nil, err

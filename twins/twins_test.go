@@ -3,6 +3,7 @@ package twins
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -190,6 +191,31 @@ func TestSymlinkedDirectory(t *testing.T) {
 	_, err := Verify(context.Background(), tiers.OSFS{}, h, hot, filepath.Join(dir, "alias", "packdir"), nil)
 	if !errors.Is(err, tiers.ErrNotTwin) || !strings.Contains(err.Error(), "same") {
 		t.Fatalf("symlinked parent: %v", err)
+	}
+}
+
+// TestMissingAndSamePath says "not found", naming the path, for a copy
+// that is not there (not "not a twin"), and "the same path" for a copy
+// named as the original itself (not "a hard link").
+func TestMissingAndSamePath(t *testing.T) {
+	h := engineHasher(t)
+	dir := t.TempDir()
+	hot := filepath.Join(dir, "hot", "m.gguf")
+	writeFile(t, hot, holey(7, 100000))
+	missing := filepath.Join(dir, "cold", "m.gguf")
+	_, err := Verify(context.Background(), tiers.OSFS{}, h, hot, missing, nil)
+	if !errors.Is(err, fs.ErrNotExist) || errors.Is(err, tiers.ErrNotTwin) || !strings.Contains(err.Error(), missing+" (the copy) not found") {
+		t.Fatalf("a missing copy: %v; want not found, naming it", err)
+	}
+	if _, err := Verify(context.Background(), tiers.OSFS{}, h, missing, hot, nil); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing+" (the original) not found") {
+		t.Fatalf("a missing original: %v; want not found, naming it", err)
+	}
+	t.Chdir(filepath.Dir(hot))
+	for _, same := range []string{hot, "m.gguf", "./m.gguf"} {
+		_, err := Verify(context.Background(), tiers.OSFS{}, h, hot, same, nil)
+		if !errors.Is(err, tiers.ErrNotTwin) || !strings.Contains(err.Error(), "the same path") || strings.Contains(err.Error(), "hard link") {
+			t.Errorf("%s given as its own copy (%s): %v; want the same path", hot, same, err)
+		}
 	}
 }
 

@@ -64,6 +64,7 @@ func (s *IOStreams) NewProgress(total int64, what string) Progress {
 			progressbar.OptionSetWriter(s.ErrOut),
 			progressbar.OptionSetDescription(what),
 			progressbar.OptionShowBytes(true),
+			progressbar.OptionUseIECUnits(true), // the unit HumanBytes and every summary use
 			progressbar.OptionSetWidth(30),
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionShowCount(),
@@ -109,7 +110,28 @@ func (p *lineProgress) Add(n int64) {
 
 func (p *lineProgress) Finish() {}
 
+// Bytes renders a byte count as every message gives one: the exact count,
+// then the binary human size ("1073741824 bytes (1.0 GiB)"), so a script
+// can read the number and a person the size. Below 1 KiB the count says
+// everything: "1 byte", "512 bytes".
+func Bytes(n int64) string {
+	if n < 1024 && n > -1024 {
+		return Plural(n, "byte")
+	}
+	return fmt.Sprintf("%d bytes (%s)", n, HumanBytes(n))
+}
+
+// Plural renders a count with its noun, adding "s" unless the count is
+// one: "1 file", "3 files", "0 files".
+func Plural[N ~int | ~int64](n N, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // HumanBytes renders a byte count with a binary unit (KiB, MiB, …).
+
 func HumanBytes(n int64) string {
 	const unit = 1024
 	if n < unit && n > -unit {

@@ -24,5 +24,5 @@ file, and a load test of the HTTP server.
 	}
 	cmd.AddCommand(NewCmdBenchPack(f, nil), NewCmdBenchIO(f, nil), NewCmdBenchTwins(f, nil), NewCmdBenchMigrate(f, nil),
 		NewCmdBenchDecode(f, nil), NewCmdBenchServe(f, nil))
-	return cmd
+	return cmdutil.Group(cmd)
 }

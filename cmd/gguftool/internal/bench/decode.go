@@ -83,8 +83,12 @@ Examples:
 	fl.BoolVar(&o.NoLlamaCpp, "no-llamacpp", false, "measure gguftool only")
 	fl.BoolVar(&o.JSON, "json", false, "print the result as JSON")
 	o.Flags.Register(cmd)
+	cmdutil.SetJSONSchema(cmd, DecodeSchema)
 	return cmd
 }
+
+// DecodeSchema identifies the --json document of `bench decode`.
+const DecodeSchema = "gguftool.bench-decode/v1"
 
 // DecodeResult is the --json document of `bench decode`.
 type DecodeResult struct {
@@ -151,7 +155,7 @@ func benchDecodeRun(ctx context.Context, o *BenchDecodeOptions) error {
 		return err
 	}
 	defer m.Close()
-	res := DecodeResult{Schema: "gguftool.bench-decode/v1", Model: o.Model, Threads: m.Threads(), Kernels: quant.Kernels(),
+	res := DecodeResult{Schema: DecodeSchema, Model: o.Model, Threads: m.Threads(), Kernels: quant.Kernels(),
 		PromptTokens: o.PromptTokens, Tokens: o.Tokens}
 	if err := measureOurs(ctx, o, m, &res, say); err != nil {
 		return err

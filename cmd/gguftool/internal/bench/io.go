@@ -75,8 +75,12 @@ Examples:
 	fl.Var(cmdutil.SizeValue{N: &o.Bytes}, "bytes", "bytes to read per measurement (default: the containers' size, at most 4 GiB)")
 	fl.Uint64Var(&o.Seed, "seed", 1, "seed of the expert choice")
 	fl.BoolVar(&o.JSON, "json", false, "print the result as JSON")
+	cmdutil.SetJSONSchema(cmd, IOSchema)
 	return cmd
 }
+
+// IOSchema identifies the --json document of `bench io`.
+const IOSchema = "gguftool.bench-io/v1"
 
 // IOResult is `bench io`'s output.
 type IOResult struct {
@@ -215,7 +219,7 @@ func benchIORun(ctx context.Context, o *BenchIOOptions) error {
 			}
 		}
 	}
-	res := IOResult{Schema: "gguftool.bench-io/v1", Backend: eng.Backend().String(), Fallback: eng.FallbackReason(),
+	res := IOResult{Schema: IOSchema, Backend: eng.Backend().String(), Fallback: eng.FallbackReason(),
 		QueueDepth: eng.QueueDepth(), Direct: rr.File(layers[0]).Direct(), TopK: k}
 	stride := int(p.MaxStride())
 	pool, err := ioengine.NewPool(stride, eng.QueueDepth())

@@ -58,8 +58,12 @@ Examples:
 	cmd.Flags().StringVar(&o.Dir, "dir", "", "where to write the copies and the pack (default: beside SRC)")
 	cmd.Flags().BoolVar(&o.Keep, "keep", false, "keep the copy and the pack")
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the result as JSON")
+	cmdutil.SetJSONSchema(cmd, PackSchema)
 	return cmd
 }
+
+// PackSchema identifies the --json document of `bench pack`.
+const PackSchema = "gguftool.bench-pack/v1"
 
 // PackResult is `bench pack`'s output.
 type PackResult struct {
@@ -104,7 +108,7 @@ func benchPackRun(ctx context.Context, o *BenchPackOptions) error {
 			}
 		}
 	}
-	res := PackResult{Schema: "gguftool.bench-pack/v1", SourceBytes: total}
+	res := PackResult{Schema: PackSchema, SourceBytes: total}
 
 	evictAll()
 	copies := filepath.Join(work, "cp")

@@ -77,8 +77,12 @@ Examples:
 	fl.IntVar(&o.MaxTokens, "max-tokens", 16, "max_tokens of each request")
 	fl.BoolVar(&o.JSON, "json", false, "print the result as JSON")
 	o.Flags.Register(cmd)
+	cmdutil.SetJSONSchema(cmd, ServeSchema)
 	return cmd
 }
+
+// ServeSchema identifies the --json document of `bench serve`.
+const ServeSchema = "gguftool.bench-serve/v1"
 
 // ServeResult is the --json document of `bench serve`.
 type ServeResult struct {
@@ -153,7 +157,7 @@ func benchServeRun(ctx context.Context, o *BenchServeOptions) error {
 		return err
 	}
 	runtime.GC()
-	res := ServeResult{Schema: "gguftool.bench-serve/v1", Clients: o.Clients, Queue: o.Queue, Other: map[string]int{},
+	res := ServeResult{Schema: ServeSchema, Clients: o.Clients, Queue: o.Queue, Other: map[string]int{},
 		GoroutinesBefore: runtime.NumGoroutine(), FDsBefore: openFDs()}
 	if err := loadTest(ctx, o, m, &res); err != nil {
 		return err

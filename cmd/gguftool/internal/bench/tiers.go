@@ -65,8 +65,12 @@ Examples:
 	}
 	cmd.Flags().IntVar(&o.Runs, "runs", 3, "runs of each workload")
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the result as JSON")
+	cmdutil.SetJSONSchema(cmd, TwinsSchema)
 	return cmd
 }
+
+// TwinsSchema identifies the --json document of `bench twins`.
+const TwinsSchema = "gguftool.bench-twins/v1"
 
 // TwinsResult is `bench twins`'s output; seconds are the sums over runs.
 type TwinsResult struct {
@@ -100,7 +104,7 @@ func benchTwinsRun(ctx context.Context, o *BenchTwinsOptions) error {
 	}
 	defer eng.Close()
 	h := &tiers.EngineHasher{Engine: eng}
-	res := TwinsResult{Schema: "gguftool.bench-twins/v1", Backend: eng.Backend().String(), Bytes: hot.Size + cold.Size, Runs: o.Runs}
+	res := TwinsResult{Schema: TwinsSchema, Backend: eng.Backend().String(), Bytes: hot.Size + cold.Size, Runs: o.Runs}
 	pairs := func(each func(hotPath, coldPath string) error) error {
 		for i, hf := range hot.Files {
 			if i >= len(cold.Files) {
@@ -242,8 +246,12 @@ Examples:
 	}
 	cmd.Flags().StringVar(&o.Dir, "dir", "", "scratch directory on the destination disk")
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the result as JSON")
+	cmdutil.SetJSONSchema(cmd, MigrateSchema)
 	return cmd
 }
+
+// MigrateSchema identifies the --json document of `bench migrate`.
+const MigrateSchema = "gguftool.bench-migrate/v1"
 
 // MigrateResult is `bench migrate`'s output.
 type MigrateResult struct {
@@ -304,7 +312,7 @@ func benchMigrateRun(ctx context.Context, o *BenchMigrateOptions) error {
 		return err
 	}
 	defer m.Close()
-	res := MigrateResult{Schema: "gguftool.bench-migrate/v1", Bytes: a.Size, Files: len(a.Files)}
+	res := MigrateResult{Schema: MigrateSchema, Bytes: a.Size, Files: len(a.Files)}
 	p := o.IO.NewProgress(2*a.Size, "bench migrate")
 
 	// (a) cp + sync + sha256sum.
@@ -359,7 +367,7 @@ func benchMigrateRun(ctx context.Context, o *BenchMigrateOptions) error {
 	if o.JSON {
 		return cmdutil.PrintJSON(o.IO.Out, res)
 	}
-	fmt.Fprintf(o.IO.Out, "artifact: %s, %d file(s), %s\n", a.Name, len(a.Files), iostreams.HumanBytes(a.Size))
+	fmt.Fprintf(o.IO.Out, "artifact: %s, %s, %s\n", a.Name, iostreams.Plural(len(a.Files), "file"), iostreams.Bytes(a.Size))
 	fmt.Fprintf(o.IO.Out, "cp + sync             %7.2f s\n", res.CpSeconds)
 	fmt.Fprintf(o.IO.Out, "cp + sync + sha256sum %7.2f s  %7.1f MB/s\n", res.RefSeconds, res.RefMBps)
 	fmt.Fprintf(o.IO.Out, "gguftool (copy+verify)%7.2f s  %7.1f MB/s\n", res.MigrateSeconds, res.MigrateMBps)

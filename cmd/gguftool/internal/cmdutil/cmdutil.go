@@ -34,7 +34,7 @@ import (
 const (
 	ExitOK       = 0 // success
 	ExitFailure  = 1 // I/O, internal, or a request that cannot be met
-	ExitUsage    = 2 // bad flags or arguments
+	ExitUsage    = 2 // bad flags or arguments, an unknown command, a path of the wrong kind
 	ExitCorrupt  = 3 // input malformed, corrupt, or not matching its digests
 	ExitBusy     = 4 // an artifact is locked or leased
 	ExitNotFound = 5 // no such file, no twin
@@ -45,7 +45,9 @@ const ExitCodesHelp = `
 Exit codes:
   0  success
   1  failure (I/O, internal, or a request that cannot be met)
-  2  usage error
+  2  usage error: a bad flag or argument, an unknown or missing command,
+     or a path that is not the kind of file the command reads (a
+     directory, named pipe or device given as a file)
   3  input malformed, corrupt, or not matching its digests
   4  busy (artifact locked or leased)
   5  not found`
@@ -73,7 +75,57 @@ func FlagErrorf(format string, args ...any) error {
 // that names the command. The root command sets it for the whole tree;
 // a test that runs one command alone sets it on that command.
 func FlagErrorFunc(cmd *cobra.Command, err error) error {
-	return &FlagError{Err: fmt.Errorf("%s: %w", cmd.CommandPath(), err)}
+	return &FlagError{Err: fmt.Errorf("%s%w", namePrefix(cmd), err)}
+}
+
+// namePrefix is "tiers status: " for `gguftool tiers status`, and "" for
+// the root or a command run alone in a test. The root prints "gguftool: "
+// before every error, so a message names its command without the tool's
+// name, as the commands' own messages do ("quantize: --type is
+// required"); the full path would print "gguftool: gguftool quantize: …".
+func namePrefix(cmd *cobra.Command) string {
+	if !cmd.HasParent() {
+		return ""
+	}
+	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ") + ": "
+}
+
+// ErrNoCommand is the usage error of a command group run without a
+// command; RunGroup has printed the group's usage on stderr.
+var ErrNoCommand = errors.New("a command is required")
+
+// RunGroup is the RunE of a command that only groups subcommands (the
+// root, tiers, twins, bench, golden, trace). Without it cobra prints the
+// help and exits 0 for a mistyped command (`tiers statsu`) or none at
+// all, which a script takes for success. Run bare, a group prints its
+// usage on stderr and returns a usage error wrapping ErrNoCommand; given
+// a word, it refuses it as an unknown command, with cobra's suggestions
+// of the names near it.
+func RunGroup(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(cmd.ErrOrStderr(), cmd.UsageString())
+		return &FlagError{Err: fmt.Errorf("%s%w", namePrefix(cmd), ErrNoCommand)}
+	}
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default for the root
+	}
+	msg := fmt.Sprintf("%sunknown command %q", namePrefix(cmd), args[0])
+	if near := cmd.SuggestionsFor(args[0]); len(near) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(near, "\n\t")
+	}
+	return &FlagError{Err: errors.New(msg)}
+}
+
+// Group makes cmd, which only holds subcommands, refuse to run without a
+// known one (RunGroup). It also lets the group's flag parsing skip flags
+// it does not know, so that `tiers statsu --config x` is refused for the
+// mistyped command rather than for --config, which belongs to the
+// subcommand that was meant. The root sets RunE alone: cobra refuses an
+// unknown command there before any flag is parsed.
+func Group(cmd *cobra.Command) *cobra.Command {
+	cmd.RunE = RunGroup
+	cmd.FParseErrWhitelist.UnknownFlags = true
+	return cmd
 }
 
 // IsUsageError reports whether err means the command line was wrong
@@ -98,7 +150,7 @@ func (e *ExitError) Unwrap() error { return e.Err }
 func ExactArgs(n int, what string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != n {
-			return FlagErrorf("%s: expected %s, got %d argument(s)", cmd.CommandPath(), what, len(args))
+			return FlagErrorf("%sexpected %s, got %d argument(s)", namePrefix(cmd), what, len(args))
 		}
 		return nil
 	}

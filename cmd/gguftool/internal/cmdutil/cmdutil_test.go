@@ -12,9 +12,17 @@ func TestIsUsageError(t *testing.T) {
 	parent := &cobra.Command{Use: "gguftool"}
 	child := &cobra.Command{Use: "pack"}
 	parent.AddCommand(child)
+	// The root prints "gguftool: " before the message: the message names
+	// the command without the tool.
 	flagErr := FlagErrorFunc(child, errors.New("unknown flag: --x"))
-	if flagErr.Error() != "gguftool pack: unknown flag: --x" {
+	if flagErr.Error() != "pack: unknown flag: --x" {
 		t.Errorf("FlagErrorFunc: %q", flagErr)
+	}
+	if err := FlagErrorFunc(parent, errors.New("unknown flag: --x")); err.Error() != "unknown flag: --x" {
+		t.Errorf("FlagErrorFunc on the root: %q", err)
+	}
+	if err := ExactArgs(2, "IN and OUT")(child, []string{"a"}); !IsUsageError(err) || err.Error() != "pack: expected IN and OUT, got 1 argument(s)" {
+		t.Errorf("ExactArgs: %v", err)
 	}
 	for err, want := range map[error]bool{
 		flagErr:                            true,

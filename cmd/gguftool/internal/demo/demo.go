@@ -73,6 +73,7 @@ Examples:
 	}
 	cmd.Flags().StringVar(&opts.Dir, "dir", "", "keep the demo's files in this directory")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the final report as JSON")
+	cmdutil.SetJSONSchema(cmd, ReportSchema)
 	return cmd
 }
 

@@ -26,24 +26,41 @@ binary; re-record them with scripts/llamacpp/record-goldens.sh (needs node).
 ` + cmdutil.ExitCodesHelp,
 	}
 	cmd.AddCommand(NewCmdGoldenCheck(f, nil), NewCmdGoldenList(f, nil))
-	return cmd
+	return cmdutil.Group(cmd)
 }
 
 // GoldenListOptions are the parsed flags of `gguftool golden list`.
 type GoldenListOptions struct {
-	IO *iostreams.IOStreams
+	IO   *iostreams.IOStreams
+	JSON bool
 }
 
 // NewCmdGoldenList builds `gguftool golden list`; runF replaces
 // goldenListRun in tests.
 func NewCmdGoldenList(f *cmdutil.Factory, runF func(context.Context, *GoldenListOptions) error) *cobra.Command {
 	opts := &GoldenListOptions{IO: f.IOStreams}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the golden fixtures",
 		Long: `List every golden fixture: its name, how synth makes it, the tolerance held,
 and whether the runtime runs its architecture (the others are kept to
 prove llama.cpp loads those layouts).
+
+--json prints one document (schema ` + ListSchema + `):
+  {"schema": "` + ListSchema + `",
+   "fixtures": [{"name": "qwen3moe-f32-seed1",
+                 "runtime": true,          (false: llama.cpp loads it, the runtime does not run it)
+                 "synth": {"arch": "qwen3moe", "type": "f32", "seed": 1, …},
+                 "command": "gguftool synth …",
+                 "sha256": "…",            (of the model file or split set)
+                 "tolerance": {"logprob_abs": …, "median_abs": …, "note": "…"}}, …]}
+
+An argument is a usage error (exit code 2); a built-in fixture that does
+not load means a broken build (exit code 1).
+
+Examples:
+  gguftool golden list
+  gguftool golden list --json | jq -r '.fixtures[] | select(.runtime) | .name'
 ` + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -53,19 +70,53 @@ prove llama.cpp loads those layouts).
 			return goldenListRun(cmd.Context(), opts)
 		},
 	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the fixtures as JSON on stdout")
+	cmdutil.SetJSONSchema(cmd, ListSchema)
+	return cmd
+}
+
+// The schemas of the --json documents. The fixture files themselves are a
+// format of their own (golden.Schema).
+const (
+	ListSchema  = "gguftool.golden-list/v1"
+	CheckSchema = "gguftool.golden-check/v1"
+)
+
+// List is the --json document of `golden list`.
+type List struct {
+	Schema   string        `json:"schema"`
+	Fixtures []ListFixture `json:"fixtures"`
+}
+
+// ListFixture is one fixture in a List.
+type ListFixture struct {
+	Name      string           `json:"name"`
+	Runtime   bool             `json:"runtime"` // the runtime runs its architecture
+	Spec      golden.Spec      `json:"synth"`
+	Command   string           `json:"command"`
+	SHA256    string           `json:"sha256"`
+	Tolerance golden.Tolerance `json:"tolerance"`
 }
 
 func goldenListRun(_ context.Context, opts *GoldenListOptions) error {
+	list := List{Schema: ListSchema, Fixtures: []ListFixture{}}
 	for _, s := range golden.Fixtures {
 		fx, err := golden.Load(s)
 		if err != nil {
 			return err
 		}
+		list.Fixtures = append(list.Fixtures, ListFixture{Name: s.Name(), Runtime: golden.Supported(s), Spec: s,
+			Command: fx.Command, SHA256: fx.SHA256, Tolerance: fx.Tolerance})
+	}
+	if opts.JSON {
+		return cmdutil.PrintJSON(opts.IO.Out, list)
+	}
+	for _, f := range list.Fixtures {
 		run := "runtime"
-		if !golden.Supported(s) {
+		if !f.Runtime {
 			run = "load only"
 		}
-		fmt.Fprintf(opts.IO.Out, "%-44s %-9s max |Δ log p| %-6g %s\n", s.Name(), run, fx.Tolerance.LogprobAbs, fx.Command)
+		fmt.Fprintf(opts.IO.Out, "%-44s %-9s max |Δ log p| %-6g %s\n", f.Name, run, f.Tolerance.LogprobAbs, f.Command)
 	}
 	return nil
 }
@@ -111,6 +162,7 @@ Examples:
 	cmd.Flags().StringSliceVar(&opts.Only, "only", nil, "check only these fixtures (gguftool golden list)")
 	cmd.Flags().StringVar(&opts.Dir, "dir", "", "build the models here instead of a temporary directory")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the results as JSON")
+	cmdutil.SetJSONSchema(cmd, CheckSchema)
 	return cmd
 }
 
@@ -146,7 +198,7 @@ func goldenCheckRun(ctx context.Context, opts *GoldenCheckOptions) error {
 		if err := cmdutil.PrintJSON(opts.IO.Out, struct {
 			Schema  string                `json:"schema"`
 			Results []*golden.CheckResult `json:"results"`
-		}{"gguftool.golden-check/v1", results}); err != nil {
+		}{CheckSchema, results}); err != nil {
 			return err
 		}
 	}

@@ -1,9 +1,12 @@
 package golden
 
 import (
+	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
+	"github.com/gguftool/gguftool/golden"
 	"github.com/gguftool/gguftool/internal/iostreams"
 )
 
@@ -20,7 +23,30 @@ func TestNewCmdGoldenCheck(t *testing.T) {
 func TestNewCmdGoldenList(t *testing.T) {
 	cmdtest.RunFlagCases(t, NewCmdGoldenList, func(o *GoldenListOptions) **iostreams.IOStreams { return &o.IO }, []cmdtest.FlagCase[GoldenListOptions]{
 		{Name: "no arguments", Args: ""},
+		{Name: "json", Args: "--json", Want: GoldenListOptions{JSON: true}},
 		{Name: "an argument", Args: "qwen3moe", WantErr: "expected no arguments, got 1"},
-		{Name: "unknown flag", Args: "--json", WantErr: "unknown flag: --json"},
+		{Name: "unknown flag", Args: "--only x", WantErr: "unknown flag: --only"},
 	})
+}
+
+// TestGoldenListJSON: --json lists every fixture once, under its schema,
+// with what the text lists.
+func TestGoldenListJSON(t *testing.T) {
+	ios, out, _ := iostreams.Test()
+	if err := goldenListRun(context.Background(), &GoldenListOptions{IO: ios, JSON: true}); err != nil {
+		t.Fatal(err)
+	}
+	var list List
+	if err := json.Unmarshal(out.Bytes(), &list); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if list.Schema != ListSchema || len(list.Fixtures) != len(golden.Fixtures) {
+		t.Fatalf("schema %q, %d fixtures; want %q, %d", list.Schema, len(list.Fixtures), ListSchema, len(golden.Fixtures))
+	}
+	for i, s := range golden.Fixtures {
+		f := list.Fixtures[i]
+		if f.Name != s.Name() || f.Spec != s || f.Runtime != golden.Supported(s) || f.Command == "" || f.Tolerance.LogprobAbs <= 0 {
+			t.Errorf("fixture %d: %+v", i, f)
+		}
+	}
 }

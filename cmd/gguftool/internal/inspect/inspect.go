@@ -41,13 +41,20 @@ checks the whole set.
 --tensors lists every tensor with its shard, offset, type, shape and size.
 --strict also reports what llama.cpp's loader would refuse that a tolerant
 reader accepts (data order and padding, key types), and exits 3 if any.
---json prints everything as one JSON document (schema gguftool.inspect/v1).
+--json prints everything as one JSON document (schema ` + Schema + `).
 
 Also describes what gguftool writes: a pack directory (pack.json: source,
-containers and their components), an expert container (*.experts: its
-validated header), a resident tier manifest (*.resident.json, its files
-verified against their digests) and a directory of resident tiers (the
-tiers resident-tiers.json would list).
+containers and their components, once every file it lists is found and
+its fields agree with the container headers and resident.gguf), an
+expert container (*.experts: its validated header), a resident tier
+manifest (*.resident.json, its files verified against their digests) and
+a directory of resident tiers (the tiers resident-tiers.json would list).
+
+Exit 3 when the input is malformed: a GGUF, container or manifest that
+does not parse, --strict findings, a pack whose pack.json lists a file
+the pack lacks (an incomplete pack is corrupt; the error names the file)
+or disagrees with the containers or resident.gguf (the error names
+pack.json, the field and both values); 5 when PATH does not exist.
 
 Examples:
   gguftool inspect model.gguf
@@ -66,8 +73,13 @@ Examples:
 	cmd.Flags().BoolVar(&opts.Tensors, "tensors", false, "list every tensor")
 	cmd.Flags().BoolVar(&opts.Strict, "strict", false, "also report what llama.cpp's loader would refuse")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON on stdout")
+	cmdutil.SetJSONSchema(cmd, Schema)
 	return cmd
 }
+
+// Schema identifies the --json document, of a model (Report) or of what
+// gguftool writes (OtherReport).
+const Schema = "gguftool.inspect/v1"
 
 // Report is the JSON document inspect prints.
 type Report struct {
@@ -134,7 +146,7 @@ func Build(path string, withTensors, strict bool) (*Report, error) {
 	sum := gguf.Summarize(s)
 	meta := s.Meta()
 	r := &Report{
-		Schema: "gguftool.inspect/v1", Path: path, Version: meta.Version, Alignment: meta.Alignment,
+		Schema: Schema, Path: path, Version: meta.Version, Alignment: meta.Alignment,
 		Hparams: sum.Hparams, TensorCount: sum.Tensors, TensorBytes: sum.TotalBytes,
 		ResidentBytes: sum.ResidentBytes, ExpertBytes: sum.ExpertBytes, BytesByType: sum.BytesByType,
 		MoE: MoEReport{

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/container"
+	"github.com/gguftool/gguftool/internal/filekind"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/resident"
 )
@@ -52,7 +53,8 @@ func kindOf(path string) (string, error) {
 		if _, err := os.Stat(filepath.Join(path, resident.CatalogName)); err == nil {
 			return "resident-tiers", nil
 		}
-		return "", fmt.Errorf("inspect: %s holds neither %s nor %s", path, container.ManifestName, resident.CatalogName)
+		return "", &filekind.Error{Path: path, Is: "a directory without " + container.ManifestName + " or " + resident.CatalogName,
+			Want: "a pack or resident-tier directory"}
 	case strings.HasSuffix(path, ".experts"):
 		return "container", nil
 	case strings.HasSuffix(path, resident.ManifestSuffix):
@@ -62,11 +64,18 @@ func kindOf(path string) (string, error) {
 }
 
 func buildOther(ctx context.Context, path, kind string) (*OtherReport, error) {
-	r := &OtherReport{Schema: "gguftool.inspect/v1", Kind: kind, Path: path}
+	r := &OtherReport{Schema: Schema, Kind: kind, Path: path}
 	var err error
 	switch kind {
 	case "pack":
-		r.Pack, err = container.ReadManifest(path)
+		// Opened as run opens it, not just parsed: a file pack.json lists
+		// that is missing, or a field it gets wrong, is refused rather
+		// than described.
+		var p *container.OpenPack
+		if p, err = container.OpenDir(path); err == nil {
+			r.Pack = p.Manifest
+			p.Close()
+		}
 	case "resident-tiers":
 		r.Catalog, err = resident.WriteCatalogPreview(path)
 	case "resident-manifest":

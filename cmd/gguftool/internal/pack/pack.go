@@ -63,8 +63,16 @@ Examples:
 	cmd.Flags().StringVarP(&opts.Out, "output", "o", "", "pack directory to create")
 	cmd.Flags().Int64Var(&opts.Align, "component-align", container.DefaultComponentAlign, "alignment of each tensor inside an expert record (power of two ≥ 256)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print pack.json's summary as JSON on stdout")
+	cmdutil.SetJSONSchema(cmd, PackSchema)
 	return cmd
 }
+
+// The schemas of the --json documents. pack.json itself is a file format
+// with a schema and version of its own (container.ManifestSchema).
+const (
+	PackSchema   = "gguftool.pack/v1"
+	UnpackSchema = "gguftool.unpack/v1"
+)
 
 // Summary is the JSON output of pack and unpack.
 type Summary struct {
@@ -78,8 +86,8 @@ type Summary struct {
 	Files       []string `json:"files,omitempty"`
 }
 
-func summarize(dir string, m *container.Manifest) Summary {
-	s := Summary{Schema: "gguftool.pack-summary/v1", Pack: dir, Arch: m.Arch, Containers: len(m.Containers),
+func summarize(schema, dir string, m *container.Manifest) Summary {
+	s := Summary{Schema: schema, Pack: dir, Arch: m.Arch, Containers: len(m.Containers),
 		Experts: m.MoE.Experts, Resident: m.Resident.Size}
 	for _, sh := range m.Source {
 		s.SourceBytes += sh.Size
@@ -104,7 +112,7 @@ func packRun(ctx context.Context, o *PackOptions) error {
 	if err != nil {
 		return err
 	}
-	sum := summarize(o.Out, m)
+	sum := summarize(PackSchema, o.Out, m)
 	if o.JSON {
 		return cmdutil.PrintJSON(o.IO.Out, sum)
 	}
@@ -150,6 +158,7 @@ Examples:
 	}
 	cmd.Flags().StringVarP(&opts.Out, "output", "o", "", "directory for the rebuilt shards")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print a JSON summary on stdout")
+	cmdutil.SetJSONSchema(cmd, UnpackSchema)
 	return cmd
 }
 
@@ -158,7 +167,7 @@ func unpackRun(ctx context.Context, o *UnpackOptions) error {
 	if err != nil {
 		return err
 	}
-	sum := summarize(o.Dir, m)
+	sum := summarize(UnpackSchema, o.Dir, m)
 	p := o.IO.NewProgress(sum.SourceBytes, "unpack")
 	paths, err := container.Unpack(ctx, o.Dir, o.Out, p.Add)
 	p.Finish()
@@ -174,7 +183,7 @@ func unpackRun(ctx context.Context, o *UnpackOptions) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(o.IO.Out, "%s\t%d bytes, digest verified\n", path, st.Size())
+		fmt.Fprintf(o.IO.Out, "%s\t%s, digest verified\n", path, iostreams.Bytes(st.Size()))
 	}
 	return nil
 }

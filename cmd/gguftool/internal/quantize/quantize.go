@@ -4,14 +4,15 @@ package quantize
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
-	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/internal/filekind"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/quantize"
 )
@@ -63,6 +64,14 @@ the legacy .dat format; an imatrix made for another model is refused.
 -NNNNN-of-MMMMM.gguf). Memory stays bounded by a few slabs of rows
 whatever the model size; every output file is published atomically.
 
+An output that would replace one of the input's files is refused with a
+usage error (exit 2), also with --dry-run: OUT the same as IN, another
+path to it (a symlink, a path through ..) or a hard link to it, OUT equal
+to any shard of a split input, or an output shard of --keep-split that
+would land on an input shard. An unknown mix or type, or a malformed
+--tensor-type, is a usage error too (exit 2); an input that does not
+exist is exit 5, a malformed one exit 3.
+
 Examples:
   gguftool quantize model-f16.gguf model-q4km.gguf --type Q4_K_M
   gguftool quantize big-00001-of-00009.gguf big-q4.gguf --type Q4_K_M --keep-split
@@ -95,6 +104,8 @@ Examples:
 	fl.StringVar(&opts.TokenEmbeddingType, "token-embedding-type", "", "type of token_embd.weight")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan and sizes; write nothing")
 	fl.BoolVar(&opts.JSON, "json", false, "print a JSON summary on stdout")
+	cmdutil.SetJSONSchema(cmd, Schema)
+	_ = cmd.RegisterFlagCompletionFunc("type", cobra.FixedCompletions(quantize.OfferedMixes, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
@@ -125,7 +136,7 @@ func BuildOptions(o *QuantizeOptions) (quantize.Options, error) {
 	}
 	specs := append([]string{}, o.TensorTypes...)
 	if o.TensorTypeFile != "" {
-		f, err := os.Open(o.TensorTypeFile)
+		f, err := filekind.Open(o.TensorTypeFile)
 		if err != nil {
 			return q, err
 		}
@@ -153,6 +164,9 @@ func BuildOptions(o *QuantizeOptions) (quantize.Options, error) {
 	}
 	return q, nil
 }
+
+// Schema identifies the --json document.
+const Schema = "gguftool.quantize/v1"
 
 // Result is the JSON summary.
 type Result struct {
@@ -193,7 +207,14 @@ func quantizeRun(ctx context.Context, o *QuantizeOptions) error {
 	if err != nil {
 		return err
 	}
-	res := Result{Schema: "gguftool.quantize/v1", Input: o.In, Mix: q.FType.String(), DryRun: o.DryRun,
+	if err := quantize.CheckOutputs(s, plan.OutputPaths(o.Out, q.KeepSplit)); err != nil {
+		var same *quantize.OutputIsInputError
+		if errors.As(err, &same) {
+			return &cmdutil.FlagError{Err: err}
+		}
+		return err
+	}
+	res := Result{Schema: Schema, Input: o.In, Mix: q.FType.String(), DryRun: o.DryRun,
 		Fallbacks: plan.Fallbacks, Warnings: plan.Warnings}
 	for _, t := range plan.Targets {
 		res.InputBytes += t.Source.Size

@@ -1,6 +1,11 @@
 package quantize
 
 import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -8,8 +13,10 @@ import (
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
+	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/quantize"
+	"github.com/gguftool/gguftool/synth"
 )
 
 func TestNewCmdQuantize(t *testing.T) {
@@ -59,5 +66,106 @@ func TestHelpListsOfferedMixes(t *testing.T) {
 	listed := strings.Split(strings.ReplaceAll(long[start+len("Mixes: "):end], "\n", " "), ", ")
 	if diff := cmp.Diff(quantize.OfferedMixes, listed); diff != "" {
 		t.Errorf("help lists other mixes than quantize.OfferedMixes (-library +help):\n%s", diff)
+	}
+}
+
+// execute runs `gguftool quantize args…` as the binary would, without the
+// root command.
+func execute(t *testing.T, args ...string) error {
+	t.Helper()
+	ios, _, _ := iostreams.Test()
+	cmd := NewCmdQuantize(&cmdutil.Factory{IOStreams: ios}, nil)
+	cmd.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
+	cmd.SetArgs(args)
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	return cmd.ExecuteContext(context.Background())
+}
+
+// writeModel writes the tiny default model to dir, as one file or split
+// into shards of at most maxTensors tensors; it returns the paths.
+func writeModel(t *testing.T, dir string, maxTensors int) []string {
+	t.Helper()
+	c := synth.Defaults("qwen3moe")
+	kvs, tensors, err := c.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if maxTensors > 0 {
+		paths, err := gguf.WriteSplit(context.Background(), filepath.Join(dir, "m"), kvs, tensors, gguf.SplitOptions{MaxTensors: maxTensors}, gguf.WriteOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return paths
+	}
+	path := filepath.Join(dir, "m.gguf")
+	if err := gguf.WriteFile(context.Background(), path, kvs, tensors, gguf.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return []string{path}
+}
+
+// TestRefusesOutputOverInput: every way of naming one of the input's files
+// as the output is a usage error, with or without --dry-run, and leaves
+// the input as it was; another output is written.
+func TestRefusesOutputOverInput(t *testing.T) {
+	dir := t.TempDir()
+	in := writeModel(t, dir, 0)[0]
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	symlink, hardlink := filepath.Join(dir, "link.gguf"), filepath.Join(dir, "hard.gguf")
+	if err := os.Symlink(in, symlink); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(in, hardlink); err != nil {
+		t.Fatal(err)
+	}
+	splitDir := t.TempDir()
+	shards := writeModel(t, splitDir, 8)
+	if len(shards) < 3 {
+		t.Fatalf("want a split set of at least 3 shards, got %v", shards)
+	}
+	type refusal struct {
+		name    string
+		args    []string
+		wantErr string
+	}
+	cases := []refusal{
+		{"same path", []string{in, in}, "is the input: writing it would replace the model being read"},
+		{"path through ..", []string{in, dir + "/sub/../m.gguf"}, "sub/../m.gguf is the input"},
+		{"symlink", []string{in, symlink}, "is the input (another path"},
+		{"hard link", []string{in, hardlink}, "is the input (another path"},
+		{"dry run", []string{in, in, "--dry-run"}, "is the input"},
+		{"keep-split over the shards", []string{shards[1], filepath.Join(splitDir, "m.gguf"), "--keep-split"}, "is input shard " + shards[0] + ":"},
+	}
+	for _, shard := range shards {
+		cases = append(cases, refusal{"split input over " + filepath.Base(shard), []string{shards[0], shard}, "is input shard " + shard})
+	}
+	before := make(map[string][]byte)
+	for _, p := range append([]string{in}, shards...) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[p] = b
+	}
+	for _, tc := range cases {
+		err := execute(t, append(tc.args, "--type", "q8_0")...)
+		if err == nil || !cmdutil.IsUsageError(err) || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%s: %v; want a usage error containing %q", tc.name, err, tc.wantErr)
+		}
+	}
+	for p, b := range before {
+		if now, err := os.ReadFile(p); err != nil || !bytes.Equal(now, b) {
+			t.Errorf("input %s changed (%v)", p, err)
+		}
+	}
+	out := filepath.Join(dir, "sub", "m-q8.gguf")
+	if err := execute(t, in, out, "--type", "q8_0"); err != nil {
+		t.Fatalf("a distinct output: %v", err)
+	}
+	if err := execute(t, shards[0], filepath.Join(splitDir, "q8.gguf"), "--type", "q8_0", "--keep-split"); err != nil {
+		t.Fatalf("a distinct --keep-split prefix: %v", err)
 	}
 }

@@ -99,8 +99,13 @@ Examples:
 	fl.IntVar(&o.Split.MaxTensors, "split-max-tensors", 0, "split each tier: at most N tensors per shard")
 	fl.Var(cmdutil.SizeValue{N: &o.Split.MaxBytes}, "split-max-size", "split each tier: at most this many tensor bytes per shard")
 	fl.BoolVar(&o.JSON, "json", false, "print the manifests as JSON on stdout")
+	cmdutil.SetJSONSchema(cmd, Schema)
 	return cmd
 }
+
+// Schema identifies the --json document. The manifests in it are a file
+// format with a schema and version of their own (resident.Schema).
+const Schema = "gguftool.resident-only/v1"
 
 // Result is the JSON output.
 type Result struct {
@@ -137,13 +142,13 @@ func residentOnlyRun(ctx context.Context, o *ResidentOnlyOptions) error {
 	p.Finish()
 	var ie *resident.InfeasibleError
 	if errors.As(err, &ie) {
-		return fmt.Errorf("%w: raise --fit to at least %d bytes (%s) or lower --floor", err, ie.Minimum, iostreams.HumanBytes(ie.Minimum))
+		return fmt.Errorf("%w: raise --fit to at least %s or lower --floor", err, iostreams.Bytes(ie.Minimum))
 	}
 	if err != nil {
 		return err
 	}
 	if o.JSON {
-		return cmdutil.PrintJSON(o.IO.Out, Result{Schema: "gguftool.resident-only/v1", Dir: o.Out, Tiers: ms})
+		return cmdutil.PrintJSON(o.IO.Out, Result{Schema: Schema, Dir: o.Out, Tiers: ms})
 	}
 	tw := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIER\tRESIDENT BYTES\tWORST REL. RMS ERROR\tFILES")

@@ -31,6 +31,7 @@ import (
 	verifycmd "github.com/gguftool/gguftool/cmd/gguftool/internal/verify"
 	"github.com/gguftool/gguftool/container"
 	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/internal/filekind"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/resident"
 	"github.com/gguftool/gguftool/tiers"
@@ -84,7 +85,19 @@ Data goes to stdout, diagnostics and progress to stderr; --json prints one
 JSON document. Sizes accept decimal (M, G) and binary (MiB, GiB) suffixes.
 Environment variables GGUFTOOL_<NAME> override defaults; flags override
 both.
+
+A mistyped command (gguftool tiers statsu) is a usage error, exit code 2,
+with the names near it; run without a command, gguftool and each command
+group (tiers, twins, bench, golden, trace) print their usage on stderr and
+exit 2. A path that is not the kind of file a command reads, such as a
+directory, a named pipe or a device given as a GGUF file, or a directory
+without pack.json given as a pack, is refused before it is opened: exit
+code 2. SIGINT or SIGTERM stops a command at its next check; a second one
+ends the process at once, killed by that signal (shell status 130 or 143).
 ` + cmdutil.ExitCodesHelp,
+		// RunGroup refuses a bare gguftool; an unknown command cobra
+		// refuses itself here, before parsing flags (see cmdutil.Group).
+		RunE:          cmdutil.RunGroup,
 		Version:       f.Version,
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -133,6 +146,10 @@ func ExitCode(err error) int {
 		return cmdutil.ExitBusy
 	case errors.Is(err, gguf.ErrFormat):
 		return cmdutil.ExitCorrupt
+	case errors.Is(err, filekind.ErrWrongKind):
+		// After the codes above: a file of the wrong kind inside an
+		// artifact found malformed or not a twin keeps that meaning.
+		return cmdutil.ExitUsage
 	case errors.Is(err, os.ErrNotExist):
 		return cmdutil.ExitNotFound
 	}
@@ -140,10 +157,18 @@ func ExitCode(err error) int {
 }
 
 // Main runs gguftool with the process's arguments and returns its exit
-// code. SIGINT and SIGTERM cancel the command's context.
+// code. The first SIGINT or SIGTERM cancels the command's context; the
+// next one kills the process, since a command blocked in a system call
+// never looks at its context again.
 func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		<-ctx.Done()
+		// Stop hands SIGINT and SIGTERM back to the runtime's default
+		// handling, which ends the process killed by the signal.
+		stop()
+	}()
 	f := &cmdutil.Factory{IOStreams: iostreams.System(), Version: Version}
 	return Execute(ctx, f, os.Args[1:])
 }
@@ -157,7 +182,7 @@ func Execute(ctx context.Context, f *cmdutil.Factory, args []string) int {
 		return cmdutil.ExitOK
 	}
 	fmt.Fprintf(f.IOStreams.ErrOut, "gguftool: %v\n", err)
-	if cmdutil.IsUsageError(err) {
+	if cmdutil.IsUsageError(err) && !errors.Is(err, cmdutil.ErrNoCommand) { // that one printed the usage
 		fmt.Fprintf(f.IOStreams.ErrOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return ExitCode(err)

@@ -1,14 +1,17 @@
 package root
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
+	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/tiers"
 	"github.com/gguftool/gguftool/twins"
 )
@@ -41,7 +44,7 @@ func TestStorageTierCommands(t *testing.T) {
 		Schema string
 		Result tiers.Result
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &mig) != nil || !mig.Result.DryRun || mig.Schema != "gguftool.migrate" || mig.Result.Artifact != "models/m" {
+	if code != 0 || json.Unmarshal([]byte(out), &mig) != nil || !mig.Result.DryRun || mig.Schema != "gguftool.migrate/v1" || mig.Result.Artifact != "models/m" {
 		t.Fatalf("dry run: %d %s %s", code, out, errOut)
 	}
 	if _, err := os.Stat(filepath.Join(cold, "models")); err == nil {
@@ -163,5 +166,195 @@ func copyDir(t *testing.T, from, to string) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// tierDirs makes tiers nvme (hot) and cold under a temporary directory,
+// points $GGUFTOOL_CONFIG at their configuration, and puts the GGUF file
+// m.gguf (arbitrary bytes: nothing here parses it) on nvme.
+func tierDirs(t *testing.T) (dir, nvme, cold string) {
+	t.Helper()
+	dir = t.TempDir()
+	nvme, cold = filepath.Join(dir, "nvme"), filepath.Join(dir, "cold")
+	os.MkdirAll(nvme, 0o755)
+	os.MkdirAll(cold, 0o755)
+	cfg := filepath.Join(dir, "tiers.json")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"schema": "gguftool.storage-tiers", "version": 1, "tiers": [
+	 {"name": "nvme", "root": %q, "role": "hot"}, {"name": "cold", "root": %q, "role": "cold"}]}`, nvme, cold)), 0o644)
+	t.Setenv("GGUFTOOL_CONFIG", cfg)
+	os.WriteFile(filepath.Join(nvme, "m.gguf"), []byte(strings.Repeat("gguftool tiers test bytes ", 4000)), 0o644)
+	return dir, nvme, cold
+}
+
+// runCtx is run with a context, which Ctrl-C would cancel.
+func runCtx(ctx context.Context, args ...string) (int, string, string) {
+	ios, out, errOut := iostreams.Test()
+	code := Execute(ctx, &cmdutil.Factory{IOStreams: ios, Version: Version}, args)
+	return code, out.String(), errOut.String()
+}
+
+// lockArtifact takes the exclusive lock a running operation holds on an
+// artifact in the tiers rooted at roots.
+func lockArtifact(t *testing.T, name string, roots ...string) (unlock func()) {
+	t.Helper()
+	var unlocks []func()
+	for _, root := range roots {
+		u, err := tiers.FlockLocker{}.Lock(tiers.OSFS{}, root, name, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unlocks = append(unlocks, u)
+	}
+	return func() {
+		for _, u := range unlocks {
+			u()
+		}
+	}
+}
+
+// TestEnsureHotWhileBusy runs ensure-hot and tiers status while another
+// operation holds the artifact (its locks held, with and without its
+// journal), and after that operation was interrupted (a journal nobody
+// holds): ensure-hot never answers "already there" meanwhile.
+func TestEnsureHotWhileBusy(t *testing.T) {
+	_, nvme, cold := tierDirs(t)
+	size := fileSize(t, filepath.Join(nvme, "m.gguf"))
+
+	// An operation holds the lock and has not written its journal yet.
+	unlock := lockArtifact(t, "m.gguf", nvme, cold)
+	code, out, errOut := run(t, "ensure-hot", "m.gguf")
+	if code != cmdutil.ExitBusy || strings.Contains(out, "already") || !strings.Contains(errOut, "holds its lock") {
+		t.Fatalf("ensure-hot while locked: exit %d, %q, %q; want 4, naming the lock", code, out, errOut)
+	}
+	// ... and has: it is named, and status says it runs.
+	writeJournal(t, nvme, cold, "m.gguf", size)
+	code, out, errOut = run(t, "ensure-hot", "m.gguf")
+	if code != cmdutil.ExitBusy || strings.Contains(out, "already") || !strings.Contains(errOut, "a move from nvme to cold is running") {
+		t.Fatalf("ensure-hot during a migrate: exit %d, %q, %q; want 4, naming the migrate", code, out, errOut)
+	}
+	code, out, _ = run(t, "tiers", "status")
+	if code != 0 || !strings.Contains(out, "running: move of m.gguf from nvme to cold") || strings.Contains(out, "recover") {
+		t.Fatalf("status during a migrate: exit %d\n%s", code, out)
+	}
+	// --wait waits until Ctrl-C, and is still busy then.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if code, _, errOut := runCtx(ctx, "ensure-hot", "m.gguf", "--wait"); code != cmdutil.ExitBusy || !strings.Contains(errOut, "stopped waiting") {
+		t.Fatalf("ensure-hot --wait, interrupted: exit %d, %q", code, errOut)
+	}
+
+	// The holder crashed: its journal is pending, for recover, and --wait
+	// does not wait for it.
+	unlock()
+	code, out, _ = run(t, "tiers", "status")
+	if code != 0 || !strings.Contains(out, "pending: move of m.gguf from nvme to cold") || !strings.Contains(out, "gguftool tiers recover") {
+		t.Fatalf("status after a crashed migrate: exit %d\n%s", code, out)
+	}
+	code, out, errOut = run(t, "ensure-hot", "m.gguf", "--wait")
+	if code != cmdutil.ExitBusy || strings.Contains(out, "already") || !strings.Contains(errOut, "gguftool tiers recover") {
+		t.Fatalf("ensure-hot over a crashed migrate: exit %d, %q, %q; want 4, advising recover", code, out, errOut)
+	}
+	if code, _, errOut := run(t, "tiers", "recover", "--rollback"); code != 0 {
+		t.Fatalf("recover --rollback: %s", errOut)
+	}
+
+	// --wait for an operation that ends, then decides.
+	unlock = lockArtifact(t, "m.gguf", nvme)
+	time.AfterFunc(300*time.Millisecond, unlock)
+	if code, out, errOut := run(t, "ensure-hot", "m.gguf", "--wait"); code != 0 || !strings.Contains(out, "m.gguf is already on nvme") {
+		t.Fatalf("ensure-hot --wait: exit %d, %q, %q", code, out, errOut)
+	}
+	if code, _, errOut := run(t, "ensure-hot", "m.gguf", "--tier", "fast"); code != cmdutil.ExitUsage || !strings.Contains(errOut, `no tier "fast"`) {
+		t.Fatalf("ensure-hot --tier fast: exit %d, %q", code, errOut)
+	}
+}
+
+func fileSize(t *testing.T, p string) int64 {
+	t.Helper()
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// writeJournal records, in cold, a move of the GGUF file name from nvme
+// part way through its copy, as a migrate running or interrupted would.
+func writeJournal(t *testing.T, nvme, cold, name string, size int64) {
+	t.Helper()
+	j := tiers.Journal{
+		Schema: tiers.JournalSchema, Version: tiers.JournalVersion, ID: "20260101T000000Z-0123456789ab", Op: tiers.OpMove,
+		Artifact: name, Kind: "gguf", Source: tiers.Place{Tier: "nvme", Root: nvme}, Dest: tiers.Place{Tier: "cold", Root: cold},
+		Step: tiers.StepCopying, Files: []tiers.JournalFile{{Rel: name, Size: size}},
+	}
+	b, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(cold, tiers.StateDir, "journal", j.ID+".json")
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestArtifactLookup names artifacts from a directory outside the tiers
+// that holds a file of the same name: a bare name is looked up in the
+// tiers first, by every command that takes one, and one found nowhere
+// says where it was looked for.
+func TestArtifactLookup(t *testing.T) {
+	_, nvme, cold := tierDirs(t)
+	work := t.TempDir()
+	t.Chdir(work)
+	os.WriteFile("m.gguf", []byte("a file of the same name, outside the tiers"), 0o644)
+
+	if code, _, errOut := run(t, "migrate", "m.gguf", "--to", "cold"); code != 0 {
+		t.Fatalf("migrate m.gguf from a directory holding m.gguf: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := run(t, "ensure-hot", "m.gguf"); code != 0 {
+		t.Fatalf("ensure-hot m.gguf: exit %d, %s", code, errOut)
+	}
+	if code, out, errOut := run(t, "twins", "find", "m.gguf"); code != 0 || !strings.Contains(out, "m.gguf on nvme") {
+		t.Fatalf("twins find m.gguf: exit %d, %s %s", code, out, errOut)
+	}
+	code, _, errOut := run(t, "migrate", "none.gguf", "--to", "cold")
+	if code != cmdutil.ExitNotFound {
+		t.Fatalf("migrate none.gguf: exit %d, %s", code, errOut)
+	}
+	for _, looked := range []string{filepath.Join(nvme, "none.gguf"), filepath.Join(cold, "none.gguf"), filepath.Join(work, "none.gguf")} {
+		if !strings.Contains(errOut, looked) {
+			t.Errorf("%q does not say it looked at %s", errOut, looked)
+		}
+	}
+}
+
+// TestTwinsVerifyRefusals: a copy that is not there is "not found", on
+// stderr, with nothing on stdout; the original given twice is "the same
+// path".
+func TestTwinsVerifyRefusals(t *testing.T) {
+	_, nvme, cold := tierDirs(t)
+	orig, missing := filepath.Join(nvme, "m.gguf"), filepath.Join(cold, "m.gguf")
+	code, out, errOut := run(t, "twins", "verify", orig, missing)
+	if code != cmdutil.ExitNotFound || out != "" || !strings.Contains(errOut, missing+" (the copy) not found") {
+		t.Fatalf("twins verify of a missing copy: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, _, errOut = run(t, "twins", "verify", orig, orig)
+	if code != cmdutil.ExitCorrupt || !strings.Contains(errOut, "the same path") || strings.Contains(errOut, "hard link") {
+		t.Fatalf("twins verify of one path twice: exit %d, %q", code, errOut)
+	}
+}
+
+// TestTierRootThatIsAFile refuses a configuration whose tier root is a
+// file: a configuration error naming it, not an offline tier.
+func TestTierRootThatIsAFile(t *testing.T) {
+	dir, nvme, _ := tierDirs(t)
+	root := filepath.Join(dir, "a-file")
+	os.WriteFile(root, []byte("not a directory"), 0o644)
+	cfg := filepath.Join(dir, "file-root.json")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"schema": "gguftool.storage-tiers", "version": 1, "tiers": [
+	 {"name": "nvme", "root": %q, "role": "hot"}, {"name": "cold", "root": %q, "role": "cold"}]}`, nvme, root)), 0o644)
+	code, out, errOut := run(t, "tiers", "status", "--config", cfg)
+	if code != cmdutil.ExitUsage || strings.Contains(out, "offline") || !strings.Contains(errOut, root+" is a file") {
+		t.Fatalf("status with a root that is a file: exit %d, %q, %q", code, out, errOut)
 	}
 }

@@ -59,6 +59,13 @@ tokens/s, with the cache cold or warm) and where the experts came from
 stderr. --json prints one document instead: the tokens, the text and the
 telemetry. --trace FILE records every routing decision (docs/format/trace.md;
 zstd-compressed when FILE ends in .zst).
+
+Refused as usage errors (exit 2): neither or both of --prompt and
+--prompt-ids; a --prompt-ids list with an empty or non-numeric id ("1,,2");
+a negative -n or --ctx; a sampler setting out of range. A prompt and -n that
+do not fit --ctx or the model's context, or a token id outside the
+vocabulary, is exit 1; a model that does not exist exit 5; a corrupt one
+(or a corrupt expert record read while generating) exit 3.
 ` + runflags.Help + `
 Examples:
   gguftool run model.gguf --prompt "Hello" -n 32
@@ -74,6 +81,14 @@ Examples:
 			}
 			if opts.MaxTokens < 0 {
 				return cmdutil.FlagErrorf("-n %d: must be ≥ 0", opts.MaxTokens)
+			}
+			if opts.PromptIDs != "" {
+				if _, err := ParseIDs(opts.PromptIDs); err != nil {
+					return cmdutil.FlagErrorf("--prompt-ids: %v", err)
+				}
+			}
+			if opts.Context < 0 {
+				return cmdutil.FlagErrorf("--ctx %d: must be ≥ 0 (0 = prompt + -n)", opts.Context)
 			}
 			if err := opts.Sampler.Validate(); err != nil {
 				return cmdutil.FlagErrorf("%v", err)
@@ -97,6 +112,7 @@ Examples:
 	fl.StringVar(&opts.Trace, "trace", "", "record every routing decision to FILE (.zst: compressed)")
 	fl.BoolVar(&opts.JSON, "json", false, "print one JSON document with the tokens, text and telemetry")
 	opts.Flags.Register(cmd)
+	cmdutil.SetJSONSchema(cmd, Schema)
 	return cmd
 }
 
@@ -139,32 +155,28 @@ func TraceTo(w *trace.Writer) func(int, []engine.RouteEvent) error {
 	}
 }
 
-// ParseIDs parses "1,2,3".
+// ParseIDs parses "1,2,3": token ids, separated by commas, with spaces
+// allowed around them. An empty id ("1,,2", a trailing comma) is refused
+// with its position, counted from 1.
 func ParseIDs(s string) ([]int, error) {
-	var ids []int
-	for _, f := range strings.Split(s, ",") {
+	fields := strings.Split(s, ",")
+	ids := make([]int, len(fields))
+	for i, f := range fields {
 		f = strings.TrimSpace(f)
 		if f == "" {
-			continue
+			return nil, fmt.Errorf("empty token id at position %d of %q", i+1, s)
 		}
 		n, err := strconv.Atoi(f)
 		if err != nil || n < 0 {
-			return nil, fmt.Errorf("token id %q is not a non-negative integer", f)
+			return nil, fmt.Errorf("token id %q at position %d is not a non-negative integer", f, i+1)
 		}
-		ids = append(ids, n)
-	}
-	if len(ids) == 0 {
-		return nil, fmt.Errorf("no token ids in %q", s)
+		ids[i] = n
 	}
 	return ids, nil
 }
 
 func runRun(ctx context.Context, opts *RunOptions) error {
-	ro, err := opts.Flags.Options()
-	if err != nil {
-		return err
-	}
-	m, err := engine.Open(opts.Model, ro)
+	m, err := opts.Flags.Open(opts.Model, opts.IO.ErrOut)
 	if err != nil {
 		return err
 	}

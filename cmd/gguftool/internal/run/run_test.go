@@ -1,14 +1,24 @@
 package run
 
 import (
+	"context"
+	"encoding/json"
+	"io"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/runflags"
+	"github.com/gguftool/gguftool/container"
 	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/synth"
 )
 
 func TestNewCmdRun(t *testing.T) {
@@ -37,20 +47,77 @@ func TestNewCmdRun(t *testing.T) {
 		{Name: "no prompt", Args: "m.gguf", WantErr: "give exactly one of --prompt and --prompt-ids"},
 		{Name: "both prompts", Args: "m.gguf --prompt Hi --prompt-ids 1", WantErr: "give exactly one of --prompt and --prompt-ids"},
 		{Name: "negative tokens", Args: "m.gguf --prompt Hi -n -1", WantErr: "-n -1: must be ≥ 0"},
+		{Name: "negative context", Args: "m.gguf --prompt Hi --ctx -1", WantErr: "--ctx -1: must be ≥ 0"},
 		{Name: "negative temperature", Args: "m.gguf --prompt Hi --temperature -1", WantErr: "temperature -1"},
 		{Name: "top-p over 1", Args: "m.gguf --prompt Hi --top-p 1.5", WantErr: "top-p 1.5"},
 		{Name: "no model", Args: "--prompt Hi", WantErr: "expected a model (GGUF file or pack directory), got 0"},
 		{Name: "threads not a number", Args: "m.gguf --prompt Hi -t all", WantErr: `invalid argument "all"`},
+		{Name: "empty prompt id", Args: "m.gguf --prompt-ids 1,,2", WantErr: `--prompt-ids: empty token id at position 2 of "1,,2"`},
+		{Name: "trailing comma", Args: "m.gguf --prompt-ids 1,2,", WantErr: "empty token id at position 3"},
+		{Name: "prompt id not a number", Args: "m.gguf --prompt-ids 1,x", WantErr: `token id "x" at position 2 is not a non-negative integer`},
 	})
 }
 
 func TestParseIDs(t *testing.T) {
-	if ids, err := ParseIDs(" 1, 2,,3 "); err != nil || !cmp.Equal(ids, []int{1, 2, 3}) {
+	if ids, err := ParseIDs(" 1, 2 ,3 "); err != nil || !cmp.Equal(ids, []int{1, 2, 3}) {
 		t.Errorf("ParseIDs = %v, %v", ids, err)
 	}
-	for _, bad := range []string{"", ",", "1,x", "-1"} {
-		if _, err := ParseIDs(bad); err == nil {
-			t.Errorf("ParseIDs(%q) accepted", bad)
+	for bad, want := range map[string]string{
+		"":         "empty token id at position 1",
+		",":        "empty token id at position 1",
+		"1,,2":     "empty token id at position 2",
+		" 1, 2,,3": "empty token id at position 3",
+		"1,2, ":    "empty token id at position 3",
+		"1,x":      `token id "x" at position 2`,
+		"-1":       `token id "-1" at position 1`,
+	} {
+		if _, err := ParseIDs(bad); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseIDs(%q): %v; want an error containing %q", bad, err, want)
 		}
 	}
+}
+
+// TestRunNotesOnce: what run changed from the flags (threads clamped to
+// the CPUs, a cache clamped to the pack's records) is said once on
+// stderr, also with --json.
+func TestRunNotesOnce(t *testing.T) {
+	cmdtest.UnsetEnv(t)
+	pack := testPack(t)
+	ios, stdout, stderr := iostreams.Test()
+	cmd := NewCmdRun(&cmdutil.Factory{IOStreams: ios}, nil)
+	cmd.SetArgs([]string{pack, "--prompt-ids", "1,2", "-n", "1", "--json", "-t", "100000", "--expert-cache-slots", "100000"})
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var r Report
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil || r.Telemetry.Threads != runtime.GOMAXPROCS(0) || r.Experts.CacheSlots != 16 {
+		t.Errorf("report: %v, %d threads, %d slots; want %d threads, 16 slots", err, r.Telemetry.Threads, r.Experts.CacheSlots, runtime.GOMAXPROCS(0))
+	}
+	for _, note := range []string{"note: --threads 100000 is more than the ", "note: expert cache of 100000 slots is more than the pack's 16 expert records"} {
+		if n := strings.Count(stderr.String(), note); n != 1 {
+			t.Errorf("%q said %d times on stderr:\n%s", note, n, stderr)
+		}
+	}
+}
+
+// testPack writes the tiny default model (2 layers of 8 experts) and packs it.
+func testPack(t *testing.T) string {
+	t.Helper()
+	c := synth.Defaults("qwen3moe")
+	kvs, tensors, err := c.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "m.gguf")
+	if err := gguf.WriteFile(context.Background(), src, kvs, tensors, gguf.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pack := filepath.Join(dir, "m.pack")
+	if _, err := container.Pack(context.Background(), src, pack, container.PackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return pack
 }

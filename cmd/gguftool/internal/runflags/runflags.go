@@ -5,6 +5,7 @@ package runflags
 
 import (
 	"fmt"
+	"io"
 	"runtime"
 	"slices"
 	"strconv"
@@ -43,6 +44,16 @@ same bit for bit whatever the cache, policy, I/O backend or thread count.
 (LABEL.resident.json), or its label alone, found as LABEL.resident.json in
 $GGUFTOOL_RESIDENT_TIERS, the current directory, the model's directory or
 the one above it; a tier made from another pack is refused.
+
+Limits: --threads above the CPUs this process may use (GOMAXPROCS) is
+clamped to them. An expert cache larger than the pack's expert records, or
+than the memory available after the resident weights and a 512 MiB margin,
+is clamped to it, whether --expert-cache or --expert-cache-slots sized it;
+a size smaller than one expert record is rounded up to one record (only 0
+means no cache). Each adjustment is reported once on stderr as a note. A
+negative --threads or --expert-cache-slots, an unknown --io or
+--cache-policy, or an --expert-cache that is not a size is a usage error
+(exit 2).
 `
 
 // Register adds the flags to cmd.
@@ -57,16 +68,23 @@ func (m *Model) Register(cmd *cobra.Command) {
 	fl.BoolVar(&m.Buffered, "buffered", false, "pack: read through the page cache instead of O_DIRECT")
 	fl.BoolVar(&m.ResidentExperts, "resident-experts", false, "pack: load every expert into RAM (the oracle for streaming)")
 	fl.StringVar(&m.ResidentTier, "resident-tier", "", "non-expert weights from a resident tier (gguftool resident-only): its label, manifest or GGUF")
+	_ = cmd.RegisterFlagCompletionFunc("cache-policy", cobra.FixedCompletions(engine.Policies, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("io", cobra.FixedCompletions(ioBackends, cobra.ShellCompDirectiveNoFileComp))
 }
 
-// Options converts the flags into runtime options.
+// ioBackends are the values --io takes.
+var ioBackends = []string{ioengine.Auto.String(), ioengine.Uring.String(), ioengine.Pread.String()}
+
+// Options converts the flags into runtime options. Threads above the CPUs
+// this process may use (GOMAXPROCS) are clamped to them: more threads than
+// CPUs only take turns on them, and every decode step waits for the last.
 func (m *Model) Options() (engine.Options, error) {
 	o := engine.Options{Threads: m.Threads, ResidentExperts: m.ResidentExperts, Resident: m.ResidentTier}
 	if m.Threads < 0 {
 		return o, cmdutil.FlagErrorf("--threads %d: must be ≥ 0", m.Threads)
 	}
-	if o.Threads == 0 {
-		o.Threads = runtime.GOMAXPROCS(0)
+	if cpus := runtime.GOMAXPROCS(0); o.Threads == 0 || o.Threads > cpus {
+		o.Threads = cpus
 	}
 	be, err := ioengine.ParseBackend(m.IO)
 	if err != nil {
@@ -90,6 +108,29 @@ func (m *Model) Options() (engine.Options, error) {
 		o.Cache.Bytes = n
 	}
 	return o, nil
+}
+
+// Open opens the model at path with the flags' options, then writes to w,
+// once each, the notes on what was changed from what the flags asked for:
+// threads clamped to the CPUs, an expert cache clamped or rounded up.
+func (m *Model) Open(path string, w io.Writer) (*engine.Model, error) {
+	o, err := m.Options()
+	if err != nil {
+		return nil, err
+	}
+	em, err := engine.Open(path, o)
+	if err != nil {
+		return nil, err
+	}
+	var notes []string
+	if m.Threads > o.Threads {
+		notes = append(notes, fmt.Sprintf("--threads %d is more than the %d CPUs this process may use (GOMAXPROCS): using %d",
+			m.Threads, o.Threads, o.Threads))
+	}
+	for _, n := range append(notes, em.Notes...) {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	return em, nil
 }
 
 // Describe is a one-line account of where experts came from.

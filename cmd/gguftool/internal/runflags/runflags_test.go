@@ -1,6 +1,10 @@
 package runflags
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -10,8 +14,11 @@ import (
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
+	"github.com/gguftool/gguftool/container"
 	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/ioengine"
+	"github.com/gguftool/gguftool/synth"
 )
 
 // parse registers the flags on a bare command and parses argv.
@@ -76,8 +83,10 @@ func TestOptions(t *testing.T) {
 	}{
 		{name: "defaults: all cores, an automatic cache", want: engine.Options{Threads: runtime.GOMAXPROCS(0),
 			Cache: engine.CacheOptions{Policy: "lru", Backend: ioengine.Auto, Auto: true}}},
+		{name: "threads beyond the CPUs: clamped", args: "-t 100000", want: engine.Options{Threads: runtime.GOMAXPROCS(0),
+			Cache: engine.CacheOptions{Policy: "lru", Backend: ioengine.Auto, Auto: true}}},
 		{name: "cache size with a suffix", args: "-t 2 --expert-cache 1.5GiB --io pread --buffered",
-			want: engine.Options{Threads: 2, Cache: engine.CacheOptions{Policy: "lru", Backend: ioengine.Pread, Buffered: true, Bytes: 3 << 29}}},
+			want: engine.Options{Threads: min(2, runtime.GOMAXPROCS(0)), Cache: engine.CacheOptions{Policy: "lru", Backend: ioengine.Pread, Buffered: true, Bytes: 3 << 29}}},
 		{name: "slots override the size", args: "-t 1 --expert-cache 2G --expert-cache-slots 3 --cache-policy LFU",
 			want: engine.Options{Threads: 1, Cache: engine.CacheOptions{Policy: "LFU", Backend: ioengine.Auto, Slots: 3}}},
 		{name: "resident", args: "-t 1 --resident-experts --resident-tier q8_0",
@@ -109,4 +118,72 @@ func TestOptions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOpenNotes: Open says once on the writer how it changed what the
+// flags asked for: threads clamped to the CPUs, a cache clamped to the
+// pack's records or rounded up to one record; nothing when it changed
+// nothing.
+func TestOpenNotes(t *testing.T) {
+	cmdtest.UnsetEnv(t)
+	pack := testPack(t)
+	cpus := runtime.GOMAXPROCS(0)
+	for _, tc := range []struct {
+		args      string
+		wantNotes []string
+		threads   int
+		slots     int
+	}{
+		{"-t 100000 --expert-cache-slots 10000000", []string{
+			fmt.Sprintf("note: --threads 100000 is more than the %d CPUs this process may use (GOMAXPROCS): using %d", cpus, cpus),
+			"note: expert cache of 10000000 slots is more than the pack's 16 expert records: clamped to 16 slots"}, cpus, 16},
+		{"--expert-cache 1TiB", []string{"note: expert cache of 1099511627776 bytes (1.0 TiB) is more than the pack's 16 expert records: clamped to 16 slots"}, cpus, 16},
+		{"-t 1 --expert-cache 1", []string{"note: expert cache of 1 byte is smaller than one expert record"}, 1, 1},
+		{"-t 1 --expert-cache-slots 3", nil, 1, 3},
+	} {
+		m, err := parse(t, tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var notes bytes.Buffer
+		em, err := m.Open(pack, &notes)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.args, err)
+		}
+		lines := strings.Split(strings.TrimSuffix(notes.String(), "\n"), "\n")
+		if notes.Len() == 0 {
+			lines = nil
+		}
+		ok := len(lines) == len(tc.wantNotes)
+		for i := 0; ok && i < len(lines); i++ {
+			ok = strings.HasPrefix(lines[i], tc.wantNotes[i])
+		}
+		if !ok {
+			t.Errorf("%s: notes\n%s\nwant lines beginning\n%s", tc.args, notes.String(), strings.Join(tc.wantNotes, "\n"))
+		}
+		if em.Threads() != tc.threads || em.Experts().Stats().CacheSlots != tc.slots {
+			t.Errorf("%s: %d threads, %d slots; want %d, %d", tc.args, em.Threads(), em.Experts().Stats().CacheSlots, tc.threads, tc.slots)
+		}
+		em.Close()
+	}
+}
+
+// testPack writes the tiny default model (2 layers of 8 experts) and packs it.
+func testPack(t *testing.T) string {
+	t.Helper()
+	c := synth.Defaults("qwen3moe")
+	kvs, tensors, err := c.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "m.gguf")
+	if err := gguf.WriteFile(context.Background(), src, kvs, tensors, gguf.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pack := filepath.Join(dir, "m.pack")
+	if _, err := container.Pack(context.Background(), src, pack, container.PackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return pack
 }

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -73,8 +75,16 @@ says which.
 
 One request runs at a time; up to --queue wait (past that: 429 with
 Retry-After). Each request is cancelled when its client disconnects or
-after --request-timeout. SIGTERM or SIGINT stops accepting, lets requests
+after --request-timeout; a waiting request whose client disconnects leaves
+the queue at once, so its slot goes to the next client, and /metrics
+counts it in gguftool_cancelled_requests_total{stage="queued"} (status
+499 in the request log). SIGTERM or SIGINT stops accepting, lets requests
 in flight finish for up to --shutdown-grace, then cancels them.
+
+A request without max_tokens gets --default-max-tokens. serve refuses to
+start (exit code 2) when that is over --max-tokens or leaves no room for a
+prompt in the context (--ctx, else the model's), rather than answer every
+such request with 400.
 
 The server listens on loopback unless --addr says otherwise; any other
 address requires --api-key (or $GGUFTOOL_API_KEY), which clients then send
@@ -83,6 +93,18 @@ as "Authorization: Bearer KEY". Bodies over --max-body and max_tokens over
 runs, the server holds a shared lease on MODEL when MODEL lies in a
 storage tier (--config), so gguftool migrate/evict cannot move it away.
 One log line per request (slog, with its id) goes to stderr.
+
+serve refuses, naming the flag, before it loads anything (exit code 2): a
+malformed --addr (not HOST:PORT with a port number), a non-loopback --addr
+without an API key, --queue below 0, --request-timeout not positive,
+--shutdown-grace negative, --max-body under 1KiB, --max-tokens or
+--default-max-tokens below 1, --default-max-tokens over --max-tokens,
+--ctx below 0 or equal to 1, --log-format other than text or json, and
+a malformed model flag below (--threads, --expert-cache, --cache-policy,
+--io, --expert-cache-slots). Once the model is open (exit code 2): --ctx over the model's context,
+--default-max-tokens not below the context. MODEL missing: exit code 5;
+malformed: exit code 3; leased away by a migration in progress: exit code
+4; the address in use or not bindable: exit code 1.
 ` + runflags.Help + `
 Examples:
   gguftool serve model.pack --expert-cache 8GiB
@@ -92,11 +114,8 @@ Examples:
 		Args: cmdutil.ExactArgs(1, "a model (pack directory or GGUF)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Model = args[0]
-			if !loopback(o.Addr) && o.APIKey == "" {
-				return cmdutil.FlagErrorf("--addr %s is not loopback: set --api-key (or $GGUFTOOL_API_KEY)", o.Addr)
-			}
-			if o.LogFormat != "text" && o.LogFormat != "json" {
-				return cmdutil.FlagErrorf("--log-format %q: want text or json", o.LogFormat)
+			if err := o.validate(); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(cmd.Context(), o)
@@ -105,20 +124,95 @@ Examples:
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&o.Addr, "addr", cmdutil.EnvOr("ADDR", "127.0.0.1:8080"), "listen address ($GGUFTOOL_ADDR)")
+	fl.StringVar(&o.Addr, "addr", cmdutil.EnvOr("ADDR", "127.0.0.1:8080"), "listen address, HOST:PORT ($GGUFTOOL_ADDR)")
 	fl.StringVar(&o.APIKey, "api-key", os.Getenv("GGUFTOOL_API_KEY"), "require this bearer key ($GGUFTOOL_API_KEY); needed off loopback")
 	fl.StringVar(&o.ModelName, "model-name", "", "the model's name in responses (default general.name, else the file name)")
-	fl.IntVar(&o.Queue, "queue", 16, "requests that may wait while one runs")
-	fl.DurationVar(&o.RequestTimeout, "request-timeout", 10*time.Minute, "longest a request may take, queueing included")
-	fl.Var(cmdutil.SizeValue{N: &o.MaxBody}, "max-body", "largest request body (default 1MiB)")
+	fl.IntVar(&o.Queue, "queue", 16, "requests that may wait while one runs (≥ 0)")
+	fl.DurationVar(&o.RequestTimeout, "request-timeout", 10*time.Minute, "longest a request may take, queueing included (> 0)")
+	fl.Var(cmdutil.SizeValue{N: &o.MaxBody}, "max-body", "largest request body, at least 1KiB (default 1MiB)")
 	fl.IntVar(&o.MaxTokens, "max-tokens", 4096, "largest max_tokens a request may ask for")
-	fl.IntVar(&o.DefaultMaxTokens, "default-max-tokens", 256, "max_tokens when a request does not say")
-	fl.IntVar(&o.Context, "ctx", 0, "context length per request; 0 = the model's")
-	fl.DurationVar(&o.Grace, "shutdown-grace", 30*time.Second, "how long requests in flight may finish after SIGTERM")
+	fl.IntVar(&o.DefaultMaxTokens, "default-max-tokens", 256, "max_tokens when a request does not say: at most --max-tokens, and below the context")
+	fl.IntVar(&o.Context, "ctx", 0, "context length per request, at most the model's; 0 = the model's")
+	fl.DurationVar(&o.Grace, "shutdown-grace", 30*time.Second, "how long requests in flight may finish after SIGTERM (≥ 0; 0 cancels them at once)")
 	fl.StringVar(&o.LogFormat, "log-format", "text", "request log format: text or json")
 	fl.StringVar(&o.Config, "config", "", "storage-tiers configuration, for the lease (default $GGUFTOOL_CONFIG, else $XDG_CONFIG_HOME/gguftool/storage-tiers.json)")
 	o.Flags.Register(cmd)
 	return cmd
+}
+
+// minBody is the smallest --max-body: room for a short prompt and its
+// fields.
+const minBody = 1 << 10
+
+// validate refuses, naming the flag, the values serve cannot run with.
+// The checks that need the model's context are requestContext's.
+func (o *ServeOptions) validate() error {
+	// A malformed address is reported as such before it is judged
+	// loopback or not.
+	if err := checkAddr(o.Addr); err != nil {
+		return err
+	}
+	switch {
+	case !loopback(o.Addr) && o.APIKey == "":
+		return cmdutil.FlagErrorf("--addr %s is not loopback: set --api-key (or $GGUFTOOL_API_KEY)", o.Addr)
+	case o.Queue < 0:
+		return cmdutil.FlagErrorf("--queue %d: must be at least 0", o.Queue)
+	case o.RequestTimeout <= 0:
+		return cmdutil.FlagErrorf("--request-timeout %s: must be positive", o.RequestTimeout)
+	case o.Grace < 0:
+		return cmdutil.FlagErrorf("--shutdown-grace %s: must not be negative (0 cancels requests in flight at once)", o.Grace)
+	case o.MaxBody < minBody:
+		return cmdutil.FlagErrorf("--max-body %d bytes: must be at least 1KiB", o.MaxBody)
+	case o.MaxTokens < 1:
+		return cmdutil.FlagErrorf("--max-tokens %d: must be at least 1", o.MaxTokens)
+	case o.DefaultMaxTokens < 1:
+		return cmdutil.FlagErrorf("--default-max-tokens %d: must be at least 1", o.DefaultMaxTokens)
+	case o.DefaultMaxTokens > o.MaxTokens:
+		return cmdutil.FlagErrorf("--default-max-tokens %d: more than --max-tokens %d; lower it or raise --max-tokens", o.DefaultMaxTokens, o.MaxTokens)
+	case o.Context < 0 || o.Context == 1:
+		return cmdutil.FlagErrorf("--ctx %d: must be 0 (the model's) or at least 2", o.Context)
+	case o.LogFormat != "text" && o.LogFormat != "json":
+		return cmdutil.FlagErrorf("--log-format %q: want text or json", o.LogFormat)
+	}
+	return nil
+}
+
+// checkAddr refuses a listen address that is not HOST:PORT, HOST empty,
+// an IP address or a host name, PORT a number.
+func checkAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		why := err.Error()
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			why = ae.Err
+		}
+		return cmdutil.FlagErrorf("--addr %q is malformed (%s): want HOST:PORT, such as 127.0.0.1:8080", addr, why)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return cmdutil.FlagErrorf("--addr %q is malformed: the port %q is not a number from 0 to 65535", addr, port)
+	}
+	if _, err := netip.ParseAddr(host); host != "" && err != nil && !hostName(host) {
+		return cmdutil.FlagErrorf("--addr %q is malformed: %q is neither an IP address nor a host name", addr, host)
+	}
+	return nil
+}
+
+// hostName reports whether s is a host name: dot-separated labels of
+// letters, digits, inner hyphens and underscores (which DNS forbids but
+// /etc/hosts and container names use).
+func hostName(s string) bool {
+	for label := range strings.SplitSeq(strings.TrimSuffix(s, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return len(s) <= 253
 }
 
 // loopback reports whether addr's host only accepts local connections.
@@ -172,15 +266,15 @@ func ServeRun(ctx context.Context, o *ServeOptions) error {
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(o.Model), ".gguf")
 	}
-	ctxLen := o.Context
-	if ctxLen == 0 {
-		ctxLen = m.Hparams.Context
+	ctxLen, err := requestContext(o, m.Hparams.Context)
+	if err != nil {
+		return err
 	}
 	s, err := server.New(server.Config{Model: m, ModelName: name, QueueSize: o.Queue, RequestTimeout: o.RequestTimeout,
-		MaxBodyBytes: o.MaxBody, MaxTokens: o.MaxTokens, DefaultMaxTokens: min(o.DefaultMaxTokens, o.MaxTokens), Context: ctxLen,
+		MaxBodyBytes: o.MaxBody, MaxTokens: o.MaxTokens, DefaultMaxTokens: o.DefaultMaxTokens, Context: ctxLen,
 		APIKey: o.APIKey, Logger: log})
 	if err != nil {
-		return cmdutil.FlagErrorf("%v", err)
+		return err
 	}
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
@@ -197,6 +291,24 @@ func ServeRun(ctx context.Context, o *ServeOptions) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// requestContext is the context each request gets: --ctx, else the
+// model's. It refuses a --default-max-tokens that leaves no room in it
+// for a prompt: every request without max_tokens would be refused.
+func requestContext(o *ServeOptions, model int) (int, error) {
+	n, which := o.Context, "--ctx"
+	if n == 0 {
+		n, which = model, "the model's context"
+	}
+	switch {
+	case n > model:
+		return 0, cmdutil.FlagErrorf("--ctx %d: more than the model's context of %d", n, model)
+	case o.DefaultMaxTokens >= n:
+		return 0, cmdutil.FlagErrorf("--default-max-tokens %d: must be below the context of %d (%s), to leave room for a prompt",
+			o.DefaultMaxTokens, n, which)
+	}
+	return n, nil
 }
 
 // takeLease takes the shared lease on the artifact when a storage-tiers

@@ -1,14 +1,21 @@
 package serve
 
 import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/runflags"
+	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/synth"
 )
 
 func TestNewCmdServe(t *testing.T) {
@@ -41,11 +48,82 @@ func TestNewCmdServe(t *testing.T) {
 		},
 		{Name: "max body with a decimal suffix", Args: "m.pack --max-body 2M", Want: with(func(o *ServeOptions) { o.Model, o.MaxBody = "m.pack", 2e6 })},
 		{Name: "off loopback without a key", Args: "m.pack --addr 0.0.0.0:8080", WantErr: "not loopback: set --api-key"},
+		{Name: "every interface with a key", Args: "m.pack --addr :8080 --api-key k",
+			Want: with(func(o *ServeOptions) { o.Model, o.Addr, o.APIKey = "m.pack", ":8080", "k" })},
+		{Name: "a host name", Args: "m.pack --addr localhost:0", Want: with(func(o *ServeOptions) { o.Model, o.Addr = "m.pack", "localhost:0" })},
+		{Name: "malformed address", Args: "m.pack --addr garbage", WantErr: `--addr "garbage" is malformed (missing port in address)`},
+		{Name: "malformed address with a key", Args: "m.pack --addr garbage --api-key k", WantErr: `--addr "garbage" is malformed`},
+		{Name: "malformed address from the environment", Env: map[string]string{"GGUFTOOL_ADDR": "1.2.3.4"}, Args: "m.pack",
+			WantErr: `--addr "1.2.3.4" is malformed`},
+		{Name: "too many colons", Args: "m.pack --addr 1:2:3", WantErr: `--addr "1:2:3" is malformed (too many colons in address)`},
+		{Name: "port by name", Args: "m.pack --addr 127.0.0.1:http", WantErr: `the port "http" is not a number`},
+		{Name: "port out of range", Args: "m.pack --addr 127.0.0.1:70000", WantErr: `the port "70000" is not a number from 0 to 65535`},
+		{Name: "malformed host", Args: "m.pack --addr b@d:80 --api-key k", WantErr: `"b@d" is neither an IP address nor a host name`},
+		{Name: "negative queue", Args: "m.pack --queue -1", WantErr: "--queue -1: must be at least 0"},
+		{Name: "no queue", Args: "m.pack --queue 0", Want: with(func(o *ServeOptions) { o.Model, o.Queue = "m.pack", 0 })},
+		{Name: "negative request timeout", Args: "m.pack --request-timeout -1s", WantErr: "--request-timeout -1s: must be positive"},
+		{Name: "zero request timeout", Args: "m.pack --request-timeout 0s", WantErr: "--request-timeout 0s: must be positive"},
+		{Name: "negative shutdown grace", Args: "m.pack --shutdown-grace -1s", WantErr: "--shutdown-grace -1s: must not be negative"},
+		{Name: "no shutdown grace", Args: "m.pack --shutdown-grace 0s", Want: with(func(o *ServeOptions) { o.Model, o.Grace = "m.pack", 0 })},
+		{Name: "max body too small", Args: "m.pack --max-body 512", WantErr: "--max-body 512 bytes: must be at least 1KiB"},
+		{Name: "max tokens zero", Args: "m.pack --max-tokens 0", WantErr: "--max-tokens 0: must be at least 1"},
+		{Name: "default max tokens zero", Args: "m.pack --default-max-tokens 0", WantErr: "--default-max-tokens 0: must be at least 1"},
+		{Name: "default max tokens over max tokens", Args: "m.pack --default-max-tokens 99999",
+			WantErr: "--default-max-tokens 99999: more than --max-tokens 4096"},
+		{Name: "negative context", Args: "m.pack --ctx -1", WantErr: "--ctx -1: must be 0 (the model's) or at least 2"},
+		{Name: "context of one", Args: "m.pack --ctx 1", WantErr: "--ctx 1: must be 0 (the model's) or at least 2"},
 		{Name: "unknown log format", Args: "m.pack --log-format xml", WantErr: `--log-format "xml"`},
 		{Name: "bad max body", Args: "m.pack --max-body huge", WantErr: "invalid size"},
 		{Name: "bad timeout", Args: "m.pack --request-timeout 10", WantErr: `invalid argument "10"`},
 		{Name: "no model", Args: "", WantErr: "expected a model (pack directory or GGUF), got 0"},
 	}, cmdtest.WithCmpOptions(cmpopts.IgnoreFields(ServeOptions{}, "Ready")))
+}
+
+// TestServeRunContext: the checks that need the model's context refuse,
+// naming the flag, before the server starts.
+func TestServeRunContext(t *testing.T) {
+	cmdtest.UnsetEnv(t)
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // no storage tiers, no lease
+	c := synth.Defaults("qwen3moe")
+	kvs, tensors, err := c.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(t.TempDir(), "m.gguf")
+	if err := gguf.WriteFile(context.Background(), model, kvs, tensors, gguf.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name                      string
+		ctx, maxTokens, defaultMT int
+		wantErr                   string // "": the server starts
+	}{
+		{"within the model's context", 0, 4096, 256, ""},
+		{"default fills the model's context", 0, 99999, c.Context, fmt.Sprintf("--default-max-tokens %d: must be below the context of %d (the model's context)", c.Context, c.Context)},
+		{"default fills --ctx", 64, 4096, 64, "--default-max-tokens 64: must be below the context of 64 (--ctx)"},
+		{"--ctx over the model's", c.Context + 1, 4096, 256, fmt.Sprintf("--ctx %d: more than the model's context of %d", c.Context+1, c.Context)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ios, _, _ := iostreams.Test()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			started := false
+			o := &ServeOptions{IO: ios, Model: model, Addr: "127.0.0.1:0", Queue: 1, RequestTimeout: time.Minute, MaxBody: 1 << 20,
+				MaxTokens: tc.maxTokens, DefaultMaxTokens: tc.defaultMT, Context: tc.ctx, Grace: time.Second, LogFormat: "text",
+				Flags: runflags.Model{ExpertCache: "auto", Policy: "lru", IO: "auto"},
+				Ready: func(string) { started = true; cancel() }}
+			err := ServeRun(ctx, o)
+			switch {
+			case tc.wantErr == "" && (err != nil || !started):
+				t.Fatalf("serve did not start: %v", err)
+			case tc.wantErr == "":
+			case started:
+				t.Fatalf("serve started; want it refused with %q", tc.wantErr)
+			case err == nil || !cmdutil.IsUsageError(err) || !strings.Contains(err.Error(), tc.wantErr):
+				t.Fatalf("error %v; want a usage error containing %q", err, tc.wantErr)
+			}
+		})
+	}
 }
 
 func TestLoopback(t *testing.T) {

@@ -4,13 +4,17 @@ package synth
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/gguf/quant"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/synth"
 )
@@ -25,6 +29,9 @@ type SynthOptions struct {
 	ExpertType string
 	Split      gguf.SplitOptions
 	JSON       bool
+	// Free reports the bytes available under a directory; nil uses the
+	// file system's (statfs). Tests set it.
+	Free func(dir string) (int64, error)
 }
 
 // NewCmdSynth builds `gguftool synth`; runF replaces synthRun in tests.
@@ -35,7 +42,7 @@ func NewCmdSynth(f *cmdutil.Factory, runF func(context.Context, *SynthOptions) e
 	cmd := &cobra.Command{
 		Use:   "synth -o OUT.gguf [flags]",
 		Short: "Write a deterministic random-weight MoE model",
-		Long: `Write a seeded, random-weight Mixture-of-Experts model as GGUF, for tests,
+		Long: fmt.Sprintf(`Write a seeded, random-weight Mixture-of-Experts model as GGUF, for tests,
 demos and benchmarks. The same flags always give a byte-identical file.
 
 The model loads in llama.cpp: metadata keys have the exact types its loader
@@ -60,6 +67,18 @@ With --split-max-tensors or --split-max-size the output is a split set
 named <OUT without .gguf>-NNNNN-of-MMMMM.gguf, broken as gguf-split breaks
 it (sizes take M and G as 10^6 and 10^9, or MiB and GiB).
 
+Limits, checked before anything is allocated: at most %d layers
+(llama.cpp's LLAMA_MAX_LAYERS) and %d experts (LLAMA_MAX_EXPERTS);
+every row (the width, an FFN width, heads × head dim, a LoRA rank) at
+most %d values; a vocabulary of at most %d tokens; a context
+of at most %d.
+Beyond a limit, or with an invalid geometry, synth refuses with a usage
+error (exit 2). Memory stays bounded whatever the size (a chunk of rows is
+generated at a time). The size of the output is computed before anything
+is written and compared with the free space of its file system: a model
+that would not fit is refused with both figures (exit 1); an output
+directory that does not exist is exit 5.
+
 Examples:
   gguftool synth -o tiny.gguf
   gguftool synth --arch olmoe --type q8_0 --seed 7 -o olmoe-q8.gguf
@@ -67,7 +86,7 @@ Examples:
       --head-dim 128 --experts 64 --experts-used 4 --expert-ff 512 --vocab 32000 \
       --type q8_0 --split-max-size 500M -o big.gguf
   gguftool synth --arch gpt-oss --expert-type mxfp4 -o oss.gguf
-` + cmdutil.ExitCodesHelp,
+`, synth.MaxLayers, synth.MaxExperts, synth.MaxWidth, synth.MaxVocab, uint64(synth.MaxContext)) + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(0, "no arguments (use -o for the output)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.Output == "" {
@@ -121,7 +140,24 @@ Examples:
 	fl.IntVar(&opts.Split.MaxTensors, "split-max-tensors", 0, "split: at most N tensors per shard")
 	fl.Var(cmdutil.SizeValue{N: &opts.Split.MaxBytes}, "split-max-size", "split: at most this many tensor bytes per shard (e.g. 500M, 2G, 1GiB)")
 	fl.BoolVar(&opts.JSON, "json", false, "print a JSON summary on stdout")
+	cmdutil.SetJSONSchema(cmd, Schema)
+	_ = cmd.RegisterFlagCompletionFunc("arch", cobra.FixedCompletions(synth.Archs, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("type", cobra.FixedCompletions(weightTypes(false), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("expert-type", cobra.FixedCompletions(weightTypes(true), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// weightTypes are the names of the types synth can write, as --type and
+// (with experts) --expert-type take them: every type gguftool quantizes,
+// MXFP4 only for routed experts.
+func weightTypes(experts bool) []string {
+	var names []string
+	for t := range gguf.TypeCount {
+		if quant.CanQuantize(t) && (experts || t != gguf.TypeMXFP4) {
+			names = append(names, strings.ToLower(t.String()))
+		}
+	}
+	return names
 }
 
 // mergeConfig overrides the architecture defaults with the flags the user
@@ -150,6 +186,9 @@ func mergeConfig(base *synth.Config, c synth.Config, cmd *cobra.Command) {
 	base.FusedGateUp = c.FusedGateUp
 }
 
+// Schema identifies the --json document.
+const Schema = "gguftool.synth/v1"
+
 // Result is the JSON summary of a synth run.
 type Result struct {
 	Schema string       `json:"schema"`
@@ -166,7 +205,9 @@ type FileResult struct {
 }
 
 // Write synthesizes the model described by opts to disk and returns the
-// paths written. The demo and the tests call it directly.
+// paths written. The demo and the tests call it directly. It refuses,
+// before writing anything, a model larger than the free space of the
+// output's file system.
 func Write(ctx context.Context, opts *SynthOptions) ([]string, error) {
 	kvs, tensors, err := opts.Config.Model()
 	if err != nil {
@@ -180,13 +221,17 @@ func Write(ctx context.Context, opts *SynthOptions) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	splitting := opts.Split.MaxTensors > 0 || opts.Split.MaxBytes > 0
+	if err := checkFreeSpace(ctx, opts, kvs, infos, splitting); err != nil {
+		return nil, err
+	}
 	wopts := gguf.WriteOptions{}
 	if dataBytes >= 64<<20 {
 		p := opts.IO.NewProgress(dataBytes, "synth")
 		defer p.Finish()
 		wopts.Progress = p.Add
 	}
-	if opts.Split.MaxTensors > 0 || opts.Split.MaxBytes > 0 {
+	if splitting {
 		prefix := strings.TrimSuffix(opts.Output, ".gguf")
 		return gguf.WriteSplit(ctx, prefix, kvs, tensors, opts.Split, wopts)
 	}
@@ -196,12 +241,81 @@ func Write(ctx context.Context, opts *SynthOptions) ([]string, error) {
 	return []string{opts.Output}, nil
 }
 
+// checkFreeSpace refuses a model that would not fit in the free space of
+// the output directory's file system: each file is written whole beside
+// its final name before it is renamed into place.
+func checkFreeSpace(ctx context.Context, opts *SynthOptions, kvs []gguf.KV, infos []gguf.TensorInfo, splitting bool) error {
+	shards := [][]int{make([]int, len(infos))}
+	for i := range shards[0] {
+		shards[0][i] = i
+	}
+	if splitting {
+		shards = gguf.PlanSplit(infos, opts.Split)
+	}
+	planned, err := plannedBytes(ctx, kvs, infos, shards, splitting)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(opts.Output)
+	free := opts.Free
+	if free == nil {
+		free = diskFree
+	}
+	avail, err := free(dir)
+	if err != nil {
+		return fmt.Errorf("synth: checking the free space in %s: %w", dir, err)
+	}
+	if planned > avail {
+		return fmt.Errorf("synth: the model needs %s but %s has %s free; make it smaller or write it elsewhere",
+			iostreams.Bytes(planned), dir, iostreams.Bytes(avail))
+	}
+	return nil
+}
+
+// plannedBytes is the size of the files Write writes: for each shard its
+// header (metadata, then tensor infos, padded to the alignment) and its
+// tensors' data, each padded to the alignment. synth never sets
+// general.alignment, so the alignment is GGUF's default.
+func plannedBytes(ctx context.Context, kvs []gguf.KV, infos []gguf.TensorInfo, shards [][]int, splitting bool) (int64, error) {
+	const align = gguf.DefaultAlignment
+	padded := func(n int64) int64 { return (n + align - 1) / align * align }
+	var total int64
+	for no, idx := range shards {
+		shardKVs := kvs
+		if splitting {
+			shardKVs = gguf.ShardKVs(kvs, no, len(shards), len(infos))
+		}
+		// The metadata's size is what the encoder writes for it.
+		header, err := gguf.Encode(ctx, io.Discard, shardKVs, nil, gguf.WriteOptions{})
+		if err != nil {
+			return 0, err
+		}
+		var data int64
+		for _, i := range idx {
+			t := infos[i]
+			header += 8 + int64(len(t.Name)) + 4 + 8*int64(len(t.Shape)) + 4 + 8 // name, dims, shape, type, offset
+			data += padded(t.Bytes())
+		}
+		total += padded(header) + data
+	}
+	return total, nil
+}
+
+// diskFree is statfs's bytes available to unprivileged users under dir.
+func diskFree(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, &os.PathError{Op: "statfs", Path: dir, Err: err}
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
 func synthRun(ctx context.Context, opts *SynthOptions) error {
 	paths, err := Write(ctx, opts)
 	if err != nil {
 		return err
 	}
-	res := Result{Schema: "gguftool.synth/v1", Arch: opts.Config.Arch, Seed: opts.Config.Seed}
+	res := Result{Schema: Schema, Arch: opts.Config.Arch, Seed: opts.Config.Seed}
 	for _, p := range paths {
 		st, err := os.Stat(p)
 		if err != nil {
@@ -214,7 +328,7 @@ func synthRun(ctx context.Context, opts *SynthOptions) error {
 		return cmdutil.PrintJSON(opts.IO.Out, res)
 	}
 	for _, f := range res.Files {
-		fmt.Fprintf(opts.IO.Out, "%s\t%d bytes (%s)\n", f.Path, f.Bytes, iostreams.HumanBytes(f.Bytes))
+		fmt.Fprintf(opts.IO.Out, "%s\t%s\n", f.Path, iostreams.Bytes(f.Bytes))
 	}
 	return nil
 }

@@ -1,6 +1,11 @@
 package synth
 
 import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
@@ -52,5 +57,78 @@ func TestNewCmdSynth(t *testing.T) {
 		{Name: "invalid geometry", Args: "--experts 2 --experts-used 4 -o m.gguf", WantErr: "exceeds experts"},
 		{Name: "bad size", Args: "--split-max-size lots -o m.gguf", WantErr: "invalid size"},
 		{Name: "layers not a number", Args: "--layers two -o m.gguf", WantErr: `invalid argument "two"`},
+		{Name: "absurd width", Args: "--embd 1000000000 -o m.gguf", WantErr: "embedding width 1000000000 is more than 262144"},
+		{Name: "absurd expert count", Args: "--experts 100000000 -o m.gguf", WantErr: "experts 100000000 is more than 512 (llama.cpp's LLAMA_MAX_EXPERTS)"},
+		{Name: "more layers than llama.cpp loads", Args: "--layers 513 -o m.gguf", WantErr: "layers 513 is more than 512"},
+		{Name: "absurd vocabulary", Args: "--vocab 2000000000 -o m.gguf", WantErr: "vocabulary 2000000000 is more than 1048576"},
+		{Name: "absurd attention width", Args: "--heads 65536 --heads-kv 1 --head-dim 128 -o m.gguf", WantErr: "heads × head dim 8388608 is more than 262144"},
+		{Name: "negative dense layers", Args: "--arch deepseek2 --dense-layers -1 -o m.gguf", WantErr: "dense layers must not be negative"},
 	})
+}
+
+// TestWriteRefusesWhatDoesNotFit: a model larger than the free space is
+// refused before anything is written, with both sizes in the error.
+func TestWriteRefusesWhatDoesNotFit(t *testing.T) {
+	ios, _, _ := iostreams.Test()
+	dir := t.TempDir()
+	for _, split := range []gguf.SplitOptions{{}, {MaxTensors: 4}} {
+		opts := &SynthOptions{IO: ios, Output: filepath.Join(dir, "m.gguf"), Config: synth.Defaults("qwen3moe"), Split: split,
+			Free: func(string) (int64, error) { return 1000, nil }}
+		_, err := Write(context.Background(), opts)
+		if err == nil || !strings.Contains(err.Error(), "but "+dir+" has 1000 bytes free") {
+			t.Fatalf("split %+v: %v; want a refusal saying the needed and the free bytes", split, err)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("split %+v: refused, but wrote %v", split, entries)
+		}
+	}
+	missing := &SynthOptions{IO: ios, Output: filepath.Join(dir, "none", "m.gguf"), Config: synth.Defaults("qwen3moe")}
+	if _, err := Write(context.Background(), missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("output in a missing directory: %v; want not found", err)
+	}
+}
+
+// TestPlannedBytesAreWhatIsWritten: the size the free-space check uses is
+// the size of the files written, unsplit and split.
+func TestPlannedBytesAreWhatIsWritten(t *testing.T) {
+	ios, _, _ := iostreams.Test()
+	for _, split := range []gguf.SplitOptions{{}, {MaxTensors: 5}, {MaxBytes: 100 << 10}} {
+		var planned int64
+		opts := &SynthOptions{IO: ios, Output: filepath.Join(t.TempDir(), "m.gguf"), Config: synth.Defaults("deepseek2"), Split: split,
+			Free: func(string) (int64, error) { return 1 << 40, nil }}
+		kvs, tensors, err := opts.Config.Model()
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos := make([]gguf.TensorInfo, len(tensors))
+		for i := range tensors {
+			infos[i] = tensors[i].TensorInfo
+		}
+		shards := [][]int{nil}
+		for i := range infos {
+			shards[0] = append(shards[0], i)
+		}
+		splitting := split != (gguf.SplitOptions{})
+		if splitting {
+			shards = gguf.PlanSplit(infos, split)
+		}
+		if planned, err = plannedBytes(context.Background(), kvs, infos, shards, splitting); err != nil {
+			t.Fatal(err)
+		}
+		paths, err := Write(context.Background(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var written int64
+		for _, p := range paths {
+			st, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			written += st.Size()
+		}
+		if planned != written {
+			t.Errorf("split %+v: planned %d bytes, wrote %d in %d files", split, planned, written, len(paths))
+		}
+	}
 }

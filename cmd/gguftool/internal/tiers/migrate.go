@@ -28,10 +28,15 @@ func (o *moveOptions) addMoveFlags(cmd *cobra.Command) {
 	cmd.Flags().Var(cmdutil.SizeValue{N: &o.BWLimit}, "bwlimit", "cap the copy at this many bytes per second, e.g. 400MB ($GGUFTOOL_BWLIMIT)")
 }
 
-// artifactHelp says what ARTIFACT may be.
-const artifactHelp = `ARTIFACT is a path inside a tier (a pack directory, a GGUF file, or any
-shard of a split set, which stands for the whole set) or an artifact's name
-relative to its tier's root (models/qwen3 for models/qwen3-000NN-of-000MM.gguf).`
+// artifactHelp says what ARTIFACT may be and how it is looked up.
+const artifactHelp = `ARTIFACT is an artifact's name relative to its tier's root
+(models/qwen3.pack; models/qwen3 for models/qwen3-000NN-of-000MM.gguf), or a
+path inside a tier to a pack directory, a GGUF file, or any shard of a split
+set (which stands for the whole set). A bare name is looked up in the tiers
+first, in configuration order (as a name, or as a path under the tier's
+root), and only then taken as a path from the current directory; ./NAME,
+../NAME and absolute paths are only paths. An ARTIFACT found nowhere is exit
+code 5, and the message lists every place looked in.`
 
 // MigrateOptions are the parsed flags of `gguftool migrate`.
 type MigrateOptions struct {
@@ -58,10 +63,23 @@ fsynced, and only then dropped from the source.
 Every step is recorded in a write-ahead journal on TIER: after a crash,
 running migrate again resumes the copy from its last checkpoint, and
 gguftool tiers recover finishes or rolls back. A lock on the artifact in
-both tiers keeps two migrations, or a migration and a running serve, apart
-(exit code 4). --bwlimit paces the copy so a running serve keeps its disk.
+both tiers keeps two migrations, or a migration and a running serve, apart.
+--bwlimit paces the copy so a running serve keeps its disk.
 
 ` + artifactHelp + `
+
+Refusals, with their exit codes:
+  2  --to or --from names no tier of the configuration
+  5  ARTIFACT is in no tier, or not on the tier --from names
+  1  ARTIFACT is on several other tiers and --from does not say which; TIER
+     is offline, lacks room under its budget or on its disk, or holds
+     something at one of the artifact's names that is not a copy of it
+  3  the copy already on TIER is not a twin (the message names the file)
+  4  another operation holds the artifact: one running (a migrate,
+     ensure-hot, evict or recover holds its lock, or a serve leases it;
+     the message names the operation when its journal says), or one a
+     crash interrupted, pending in a journal (settle it with gguftool tiers
+     recover; re-running the same migrate resumes it)
 
 Examples:
   gguftool migrate /nvme/models/qwen3-00001-of-00004.gguf --to archive
@@ -83,6 +101,8 @@ Examples:
 	o.addMoveFlags(cmd)
 	cmd.Flags().StringVar(&o.To, "to", "", "destination tier")
 	cmd.Flags().StringVar(&o.From, "from", "", "source tier, when the artifact is on several")
+	cmdutil.SetJSONSchema(cmd, MigrateSchema)
+	o.completeTiers(cmd, nil, "to", "from")
 	return cmd
 }
 
@@ -101,13 +121,13 @@ func migrateRun(ctx context.Context, o *MigrateOptions) error {
 			return cmdutil.FlagErrorf("migrate: no tier %q in %s", o.From, m.Config.Path)
 		}
 	}
-	name, err := m.Resolve(o.Artifact)
+	name, _, err := m.Resolve(o.Artifact)
 	if err != nil {
 		return err
 	}
 	m.AllowCachedDigests, m.BWLimit = o.AllowCache, o.BWLimit
 	res, err := m.Migrate(ctx, name, o.From, to, o.DryRun)
-	return o.report(res, nil, err)
+	return o.report(MigrateSchema, res, nil, err)
 }
 
 // EnsureHotOptions are the parsed flags of `gguftool ensure-hot`.
@@ -115,6 +135,7 @@ type EnsureHotOptions struct {
 	moveOptions
 	Artifact string
 	Tier     string // the hot tier; "" for the first with role hot
+	Wait     bool   // wait for an operation another process runs on the artifact
 }
 
 // NewCmdEnsureHot builds `gguftool ensure-hot`; runF replaces
@@ -131,10 +152,29 @@ tier lacks room, least-recently-used artifacts are evicted first under the
 rules of gguftool tiers evict (only onto verified twins on colder tiers).
 The artifact's use is recorded either way, for later evictions.
 
+While another operation works on ARTIFACT nothing is decided, not even
+that it is already on the hot tier (a migration may be about to drop that
+copy): the command is refused as busy, naming the operation. With --wait
+it waits instead for an operation a live process runs, and looks at the
+artifact afresh once that ends; Ctrl-C (or SIGTERM) stops the wait.
+
 ` + artifactHelp + `
+
+Refusals, with their exit codes:
+  2  --tier names no tier, or no tier has role hot
+  5  ARTIFACT is in no tier
+  4  another operation works on ARTIFACT: one running in another process
+     (a migrate, ensure-hot, evict or recover holds its lock; the message
+     names the operation, its tiers and its journal when it has written
+     one), unless --wait waits for it (a wait stopped by Ctrl-C is exit
+     code 4 too); or one a crash interrupted, pending in a journal, which
+     --wait does not wait for, as nothing but gguftool tiers recover ends
+     it (an interrupted ensure-hot onto the same tier is resumed instead)
+  1  the hot tier lacks room even after evicting what may be evicted
 
 Examples:
   gguftool ensure-hot models/qwen3.pack
+  gguftool ensure-hot models/qwen3.pack --wait
   gguftool ensure-hot /archive/models/qwen3-00001-of-00004.gguf --bwlimit 1GB --json
 ` + configHelp + "\n" + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(1, "an artifact"),
@@ -148,6 +188,9 @@ Examples:
 	}
 	o.addMoveFlags(cmd)
 	cmd.Flags().StringVar(&o.Tier, "tier", "", "hot tier to bring it to (default: the first with role hot)")
+	cmdutil.SetJSONSchema(cmd, EnsureHotSchema)
+	o.completeTiers(cmd, []tiers.Role{tiers.Hot}, "tier")
+	cmd.Flags().BoolVar(&o.Wait, "wait", false, "wait for an operation another process runs on the artifact instead of exiting 4")
 	return cmd
 }
 
@@ -157,26 +200,32 @@ func ensureHotRun(ctx context.Context, o *EnsureHotOptions) error {
 		return err
 	}
 	defer m.Close()
+	if o.Tier != "" {
+		if _, ok := m.Config.Tier(o.Tier); !ok {
+			return cmdutil.FlagErrorf("ensure-hot: no tier %q in %s", o.Tier, m.Config.Path)
+		}
+	}
 	hot, err := m.Config.HotTier(o.Tier)
 	if err != nil {
 		return err
 	}
-	name, err := m.Resolve(o.Artifact)
+	name, _, err := m.Resolve(o.Artifact)
 	if err != nil {
 		return err
 	}
-	m.AllowCachedDigests, m.BWLimit = o.AllowCache, o.BWLimit
+	m.AllowCachedDigests, m.BWLimit, m.WaitBusy = o.AllowCache, o.BWLimit, o.Wait
 	res, ev, err := m.EnsureHot(ctx, name, hot, o.DryRun)
-	return o.report(res, ev, err)
+	return o.report(EnsureHotSchema, res, ev, err)
 }
 
-// report prints a migration's outcome and passes its error on.
-func (o *moveOptions) report(res *tiers.Result, ev *tiers.EvictResult, err error) error {
+// report prints a migration's outcome (under schema with --json) and
+// passes its error on.
+func (o *moveOptions) report(schema string, res *tiers.Result, ev *tiers.EvictResult, err error) error {
 	if res == nil && ev == nil {
 		return err
 	}
 	if o.JSON {
-		doc := migrateDoc{Schema: "gguftool.migrate", Version: 1, Result: res, Eviction: ev, Error: errText(err)}
+		doc := migrateDoc{Schema: schema, Result: res, Eviction: ev, Error: errText(err)}
 		if jerr := cmdutil.PrintJSON(o.IO.Out, doc); jerr != nil {
 			return jerr
 		}

@@ -8,6 +8,7 @@ package tiers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,7 +29,10 @@ tiers.json (~/.config when XDG_CONFIG_HOME is unset). Before anything else
 the command settles operations a crash interrupted after their copy was
 verified: the copy is read again and the operation finished, or rolled back
 (source kept, exit code 3) if the copy no longer matches its digests; an
-interrupted copy is left to resume (see gguftool tiers recover).`
+interrupted copy is left to resume (see gguftool tiers recover). A
+configuration that breaks a rule is exit code 2, naming the file, as is a
+tier root that exists but is not a directory; a root that does not exist is
+an offline tier (an unplugged disk), skipped.`
 
 // baseOptions are the streams and the flags every command that reads the
 // storage-tiers configuration shares.
@@ -41,6 +45,32 @@ type baseOptions struct {
 func (c *baseOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&c.Config, "config", "", "storage-tiers configuration (default $GGUFTOOL_CONFIG, else $XDG_CONFIG_HOME/gguftool/storage-tiers.json)")
 	cmd.Flags().BoolVar(&c.JSON, "json", false, "print one JSON document on stdout")
+}
+
+// completeTiers completes the values of the named flags with the names of
+// the configured tiers that have one of roles (any role when none is
+// given), read from the configuration open would load.
+func (c *baseOptions) completeTiers(cmd *cobra.Command, roles []tiers.Role, flags ...string) {
+	complete := func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		path, err := tiers.ConfigPath(c.Config)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		cfg, err := tiers.LoadConfig(path)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var names []cobra.Completion
+		for _, t := range cfg.Tiers {
+			if len(roles) == 0 || slices.Contains(roles, t.Role) {
+				names = append(names, cobra.CompletionWithDesc(t.Name, string(t.Role)+" "+t.Root))
+			}
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
+	for _, name := range flags {
+		_ = cmd.RegisterFlagCompletionFunc(name, complete)
+	}
 }
 
 // How open runs the automatic recovery.
@@ -96,27 +126,36 @@ func (c *baseOptions) open(ctx context.Context, rec recovery) (*tiers.Manager, e
 	return m, nil
 }
 
+// The schemas of the --json documents, one per command; `tiers status`,
+// `twins find` and `twins verify` print the library's documents
+// (tiers.StatusSchema, twins.FindSchema, twins.ReportSchema).
+const (
+	RecoverSchema   = "gguftool.tiers-recover/v1"
+	EvictSchema     = "gguftool.tiers-evict/v1"
+	ScrubSchema     = "gguftool.tiers-scrub/v1"
+	MigrateSchema   = "gguftool.migrate/v1"
+	EnsureHotSchema = "gguftool.ensure-hot/v1"
+)
+
 // The --json documents, schema first.
 type (
 	recoverDoc struct {
 		Schema     string            `json:"schema"`
-		Version    int               `json:"version"`
 		Operations []tiers.Recovered `json:"operations"`
 	}
 	evictDoc struct {
 		Schema   string             `json:"schema"`
-		Version  int                `json:"version"`
 		Eviction *tiers.EvictResult `json:"eviction"`
 		Error    string             `json:"error,omitempty"`
 	}
 	scrubDoc struct {
-		Schema  string `json:"schema"`
-		Version int    `json:"version"`
+		Schema string `json:"schema"`
 		*tiers.ScrubResult
 	}
+	// migrateDoc is what migrate and ensure-hot print, each under its own
+	// schema.
 	migrateDoc struct {
 		Schema   string             `json:"schema"`
-		Version  int                `json:"version"`
 		Result   *tiers.Result      `json:"result,omitempty"`
 		Eviction *tiers.EvictResult `json:"eviction,omitempty"`
 		Error    string             `json:"error,omitempty"`
@@ -138,8 +177,6 @@ func errText(err error) string {
 	}
 	return err.Error()
 }
-
-func human(n int64) string { return fmt.Sprintf("%s (%d bytes)", iostreams.HumanBytes(n), n) }
 
 // age renders how long ago a Unix time was, or "never".
 func age(unix int64, now time.Time) string {
@@ -199,7 +236,7 @@ See also: gguftool migrate, gguftool ensure-hot, gguftool twins.
 ` + configHelp + "\n" + cmdutil.ExitCodesHelp,
 	}
 	cmd.AddCommand(NewCmdTiersStatus(f, nil), NewCmdTiersRecover(f, nil), NewCmdTiersEvict(f, nil), NewCmdTiersScrub(f, nil))
-	return cmd
+	return cmdutil.Group(cmd)
 }
 
 // TiersStatusOptions are the parsed flags of `gguftool tiers status`.
@@ -219,9 +256,14 @@ smaller of what the budget and the disk leave), and each artifact with its
 kind, size, verification state (verified: every file's digest recorded and
 the file unchanged since; stale: a file changed since; unverified: no digest
 recorded) with the age of its oldest verification, its last use (by serve
-or ensure-hot), and the other tiers holding a structural twin. Operations
-pending after a crash are listed too. Nothing is read but directories and
-the tiers' records.
+or ensure-hot), and the other tiers holding a structural twin. Nothing is
+read but directories and the tiers' records.
+
+Operations recorded in a journal are listed too: running while a live
+process holds the artifact's lock (an operation under way: nothing to do
+but let it finish), pending when no process does (a crash interrupted it:
+settle it with gguftool tiers recover). A configuration error, including a
+tier root that is a file, is exit code 2.
 
 Examples:
   gguftool tiers status
@@ -236,6 +278,7 @@ Examples:
 		},
 	}
 	o.addFlags(cmd)
+	cmdutil.SetJSONSchema(cmd, tiers.StatusSchema)
 	return cmd
 }
 
@@ -291,7 +334,11 @@ func printStatus(io *iostreams.IOStreams, s *tiers.Status, now time.Time) {
 		fmt.Fprintln(w)
 	}
 	for _, p := range s.Pending {
-		fmt.Fprintf(w, "pending: %s of %s from %s to %s, at step %s (journal %s): run `gguftool tiers recover`\n", p.Op, p.Artifact, p.From, p.To, p.Step, p.ID)
+		if p.Outcome == tiers.OutcomeRunning {
+			fmt.Fprintf(w, "running: %s of %s from %s to %s, at step %s (journal %s; its lock is held by a live process)\n", p.Op, p.Artifact, p.From, p.To, p.Step, p.ID)
+			continue
+		}
+		fmt.Fprintf(w, "pending: %s of %s from %s to %s, interrupted at step %s (journal %s; no process holds its lock): run `gguftool tiers recover`\n", p.Op, p.Artifact, p.From, p.To, p.Step, p.ID)
 	}
 }
 
@@ -334,6 +381,7 @@ Examples:
 	}
 	o.addFlags(cmd)
 	cmd.Flags().BoolVar(&o.Rollback, "rollback", false, "undo interrupted copies instead of finishing them")
+	cmdutil.SetJSONSchema(cmd, RecoverSchema)
 	return cmd
 }
 
@@ -352,7 +400,7 @@ func tiersRecoverRun(ctx context.Context, o *TiersRecoverOptions) error {
 		recs = []tiers.Recovered{}
 	}
 	if o.JSON {
-		if jerr := cmdutil.PrintJSON(o.IO.Out, recoverDoc{Schema: "gguftool.tiers-recover", Version: 1, Operations: recs}); jerr != nil {
+		if jerr := cmdutil.PrintJSON(o.IO.Out, recoverDoc{Schema: RecoverSchema, Operations: recs}); jerr != nil {
 			return jerr
 		}
 	} else {
@@ -433,6 +481,8 @@ Examples:
 	cmd.Flags().BoolVar(&o.DryRun, "dry-run", false, "say what would be evicted; change nothing")
 	cmd.Flags().BoolVar(&o.AllowCache, "allow-cached-digests", false, "trust recorded digests of unchanged files instead of re-reading the twin")
 	cmd.Flags().Var(cmdutil.SizeValue{N: &o.BWLimit}, "bwlimit", "cap copies at this many bytes per second")
+	cmdutil.SetJSONSchema(cmd, EvictSchema)
+	o.completeTiers(cmd, nil, "tier", "copy-to")
 	return cmd
 }
 
@@ -450,7 +500,7 @@ func tiersEvictRun(ctx context.Context, o *TiersEvictOptions) error {
 	r, err := m.Evict(ctx, t, o.Free, o.CopyTo, "", o.DryRun)
 	if r != nil {
 		if o.JSON {
-			if jerr := cmdutil.PrintJSON(o.IO.Out, evictDoc{Schema: "gguftool.tiers-evict", Version: 1, Eviction: r, Error: errText(err)}); jerr != nil {
+			if jerr := cmdutil.PrintJSON(o.IO.Out, evictDoc{Schema: EvictSchema, Eviction: r, Error: errText(err)}); jerr != nil {
 				return jerr
 			}
 		} else {
@@ -478,7 +528,7 @@ func printEvict(io *iostreams.IOStreams, r *tiers.EvictResult) {
 	for _, s := range r.Skipped {
 		fmt.Fprintf(io.Out, "skipped %s: %s\n", s.Artifact, s.Reason)
 	}
-	fmt.Fprintf(io.Out, "tier %s: %s available before, %s after, %s wanted\n", r.Tier, human(r.Before), human(r.After), human(r.Wanted))
+	fmt.Fprintf(io.Out, "tier %s: %s available before, %s after, %s wanted\n", r.Tier, iostreams.Bytes(r.Before), iostreams.Bytes(r.After), iostreams.Bytes(r.Wanted))
 }
 
 // TiersScrubOptions are the parsed flags of `gguftool tiers scrub`.
@@ -522,6 +572,8 @@ Examples:
 	o.addFlags(cmd)
 	cmd.Flags().StringVar(&olderThan, "older-than", "30d", "re-verify files last verified longer ago than this (e.g. 30d, 12h, 0 for all)")
 	cmd.Flags().StringSliceVar(&o.Tiers, "tier", nil, "tiers to scrub (default: every warm and cold tier)")
+	cmdutil.SetJSONSchema(cmd, ScrubSchema)
+	o.completeTiers(cmd, nil, "tier")
 	return cmd
 }
 
@@ -536,7 +588,7 @@ func tiersScrubRun(ctx context.Context, o *TiersScrubOptions) error {
 		return err
 	}
 	if o.JSON {
-		if jerr := cmdutil.PrintJSON(o.IO.Out, scrubDoc{Schema: "gguftool.tiers-scrub", Version: 1, ScrubResult: r}); jerr != nil {
+		if jerr := cmdutil.PrintJSON(o.IO.Out, scrubDoc{Schema: ScrubSchema, ScrubResult: r}); jerr != nil {
 			return jerr
 		}
 		return err
@@ -551,6 +603,6 @@ func tiersScrubRun(ctx context.Context, o *TiersScrubOptions) error {
 		}
 		fmt.Fprintln(o.IO.Out)
 	}
-	fmt.Fprintf(o.IO.Out, "checked %d files (%s), %d mismatched, %d skipped (recent, unrecorded or busy)\n", r.Checked, human(r.Bytes), r.Mismatch, r.Skipped)
+	fmt.Fprintf(o.IO.Out, "checked %s, %s, %d mismatched, %d skipped (recent, unrecorded or busy)\n", iostreams.Plural(r.Checked, "file"), iostreams.Bytes(r.Bytes), r.Mismatch, r.Skipped)
 	return err
 }

@@ -93,9 +93,9 @@ func TestNewCmdMigrate(t *testing.T) {
 func TestNewCmdEnsureHot(t *testing.T) {
 	cmdtest.RunFlagCases(t, NewCmdEnsureHot, func(o *EnsureHotOptions) **iostreams.IOStreams { return &o.IO }, []cmdtest.FlagCase[EnsureHotOptions]{
 		{Name: "defaults", Args: "models/qwen3.pack", Want: EnsureHotOptions{Artifact: "models/qwen3.pack"}},
-		{Name: "every flag", Args: "m.gguf --tier nvme --dry-run --allow-cached-digests --bwlimit 1GB --json",
+		{Name: "every flag", Args: "m.gguf --tier nvme --dry-run --allow-cached-digests --bwlimit 1GB --wait --json",
 			Want: EnsureHotOptions{moveOptions: moveOptions{baseOptions: baseOptions{JSON: true}, DryRun: true, AllowCache: true, BWLimit: 1e9},
-				Artifact: "m.gguf", Tier: "nvme"}},
+				Artifact: "m.gguf", Tier: "nvme", Wait: true}},
 		{Name: "bandwidth from the environment", Env: map[string]string{"GGUFTOOL_BWLIMIT": "2MiB"}, Args: "m.pack",
 			Want: EnsureHotOptions{moveOptions: moveOptions{BWLimit: 2 << 20}, Artifact: "m.pack"}},
 		{Name: "two artifacts", Args: "a b", WantErr: "expected an artifact, got 2"},

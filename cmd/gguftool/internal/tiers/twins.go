@@ -38,7 +38,7 @@ content. Only a verified twin lets migrate drop a copy.
 ` + levelsHelp + "\n" + cmdutil.ExitCodesHelp,
 	}
 	cmd.AddCommand(NewCmdTwinsFind(f, nil), NewCmdTwinsVerify(f, nil))
-	return cmd
+	return cmdutil.Group(cmd)
 }
 
 // TwinsFindOptions are the parsed flags of `gguftool twins find`.
@@ -59,10 +59,15 @@ func NewCmdTwinsFind(f *cmdutil.Factory, runF func(context.Context, *TwinsFindOp
 each copy verifies. Without --verify only the structure is checked, and
 recorded digests stand in for reading where no file changed since; with
 --verify both copies are read in full and the digests are recorded for
-tiers status and later drops. Exit code 5 when no candidate is a twin at the
-level checked.
+tiers status and later drops. The original is the copy on the tier a path
+given lies in, else on the hottest tier holding the artifact.
 
 ` + artifactHelp + `
+
+Refusals, with their exit codes:
+  5  ARTIFACT is in no tier, or no candidate is a twin at the level checked
+  4  with --verify, an operation holds a copy (a migrate, ensure-hot, evict
+     or recover holds its lock)
 
 ` + levelsHelp + `
 
@@ -81,6 +86,7 @@ Examples:
 	}
 	o.addFlags(cmd)
 	cmd.Flags().BoolVar(&o.Verify, "verify", false, "read both copies in full (content and container levels)")
+	cmdutil.SetJSONSchema(cmd, twins.FindSchema)
 	return cmd
 }
 
@@ -90,11 +96,11 @@ func twinsFindRun(ctx context.Context, o *TwinsFindOptions) error {
 		return err
 	}
 	defer m.Close()
-	name, err := m.Resolve(o.Artifact)
+	name, in, err := m.Resolve(o.Artifact)
 	if err != nil {
 		return err
 	}
-	from, err := originTier(m, o.Artifact, name)
+	from, err := originTier(m, in, name)
 	if err != nil {
 		return err
 	}
@@ -149,13 +155,11 @@ type nopProgress struct{}
 func (nopProgress) Add(int64) {}
 func (nopProgress) Finish()   {}
 
-// originTier is the tier ARTIFACT was named in: the one holding the path
-// given, else the hottest tier holding the name.
-func originTier(m *tiers.Manager, ref, name string) (*tiers.Tier, error) {
-	if t, ok := m.Config.TierOf(ref); ok {
-		if _, err := m.FS.Lstat(ref); err == nil {
-			return t, nil
-		}
+// originTier is the tier ARTIFACT was named in: in, the one holding the
+// path given, else the hottest tier holding the name.
+func originTier(m *tiers.Manager, in *tiers.Tier, name string) (*tiers.Tier, error) {
+	if in != nil {
+		return in, nil
 	}
 	locs, err := m.Locate(name)
 	if err != nil {
@@ -193,10 +197,16 @@ whole artifact, every file, not only *.gguf), then the content of every file
 of both copies, read at once with the I/O engine, then the container level.
 HOT and COLD are two explicit paths: pack directories, GGUF files, or any
 shard of split sets (the whole sets are compared). The report names the
-first file that differs and why (exit code 3), and the level reached. No
-configuration is needed.
+first file that differs and why, and the level reached. No configuration
+is needed.
 
 ` + levelsHelp + `
+
+Refusals, with their exit codes:
+  5  HOT or COLD not found (the message names the path)
+  3  COLD is not a twin of HOT: the message names the first file that
+     differs and why (other names or sizes, other content, a symlink, a
+     hard link, the same path as HOT, a pack whose own records disagree)
 
 Examples:
   gguftool twins verify /nvme/models/qwen3.pack /archive/models/qwen3.pack
@@ -212,6 +222,7 @@ Examples:
 		},
 	}
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the report as JSON on stdout")
+	cmdutil.SetJSONSchema(cmd, twins.ReportSchema)
 	return cmd
 }
 
@@ -232,10 +243,12 @@ func twinsVerifyRun(ctx context.Context, o *TwinsVerifyOptions) error {
 		if jerr := cmdutil.PrintJSON(o.IO.Out, r); jerr != nil {
 			return jerr
 		}
-	} else if r != nil {
+	} else if r != nil && (err == nil || errors.Is(err, tiers.ErrNotTwin)) {
+		// Anything else (a path not found, an I/O error) is no verdict on
+		// COLD: the error alone says what happened, on stderr.
 		if err == nil {
-			fmt.Fprintf(o.IO.Out, "%s is a twin of %s: %d files, %s each, verified to level %s in %.1f s (%s/s)\n",
-				o.Cold, o.Hot, len(r.Files), iostreams.HumanBytes(r.Bytes), r.Level, r.Seconds, iostreams.HumanBytes(int64(float64(2*r.Bytes)/max(r.Seconds, 1e-9))))
+			fmt.Fprintf(o.IO.Out, "%s is a twin of %s: %s, %s each, verified to level %s in %.1f s (%s/s)\n",
+				o.Cold, o.Hot, iostreams.Plural(len(r.Files), "file"), iostreams.Bytes(r.Bytes), r.Level, r.Seconds, iostreams.HumanBytes(int64(float64(2*r.Bytes)/max(r.Seconds, 1e-9))))
 		} else {
 			fmt.Fprintf(o.IO.Out, "%s is not a twin of %s (reached level %s)\n", o.Cold, o.Hot, r.Level)
 		}

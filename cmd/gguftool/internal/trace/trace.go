@@ -7,13 +7,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
+	"github.com/gguftool/gguftool/internal/filekind"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/trace"
 )
@@ -29,8 +29,15 @@ at every position and layer and where each was served from. gguftool run
 ` + cmdutil.ExitCodesHelp,
 	}
 	cmd.AddCommand(NewCmdTraceStat(f, nil), NewCmdTraceImport(f, nil))
-	return cmd
+	return cmdutil.Group(cmd)
 }
+
+// The schemas of the --json documents. Trace files are a format of their
+// own (docs/format/trace.md), versioned in their header.
+const (
+	StatSchema   = "gguftool.trace-stat/v1"
+	ImportSchema = "gguftool.trace-import/v1"
+)
 
 // Stat is what `trace stat` reports.
 type Stat struct {
@@ -81,6 +88,7 @@ Examples:
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the summary as JSON")
+	cmdutil.SetJSONSchema(cmd, StatSchema)
 	return cmd
 }
 
@@ -104,7 +112,7 @@ func ReadStat(ctx context.Context, path string) (*Stat, error) {
 	}
 	defer c.Close()
 	h := tr.Header
-	s := &Stat{Schema: "gguftool.trace-stat/v1", File: path, Model: h.ModelName, ModelDigest: hex.EncodeToString(h.ModelDigest[:]),
+	s := &Stat{Schema: StatSchema, File: path, Model: h.ModelName, ModelDigest: hex.EncodeToString(h.ModelDigest[:]),
 		Layers: h.Layers, Experts: h.Experts, TopK: h.TopK, Imported: h.Imported, ServedFrom: map[string]int64{}}
 	seen := map[uint32]bool{}
 	var recs []trace.Record
@@ -165,6 +173,21 @@ type TraceImportOptions struct {
 	Header trace.Header
 	In     string
 	Out    string
+	JSON   bool
+}
+
+// Imported is the --json document of `trace import`.
+type Imported struct {
+	Schema  string `json:"schema"`
+	Input   string `json:"input"`
+	Format  string `json:"format"`
+	Output  string `json:"output"`
+	Model   string `json:"model"`
+	Layers  int    `json:"layers"`
+	Experts int    `json:"experts"`
+	TopK    int    `json:"top_k"`
+	Steps   int64  `json:"steps"`
+	Records int64  `json:"records"`
 }
 
 // NewCmdTraceImport builds `gguftool trace import`; runF replaces
@@ -183,11 +206,21 @@ format (docs/format/trace.md), checking every expert against the geometry:
   dense-u16  a dense u16 array [steps, layers, top-k]
 
 OUT is written compressed when it ends in .zst, and published only when
-complete.
+complete. It reports the steps and routing records written on stderr, or
+with --json one document on stdout (schema ` + ImportSchema + `):
+  {"schema": "` + ImportSchema + `", "input": "routes.bin",
+   "format": "dense-u16", "output": "routes.trace.zst", "model": "",
+   "layers": 48, "experts": 128, "top_k": 8, "steps": 4096, "records": 1572864}
+
+Refusals, with their exit codes: 2 for a --format not listed above or a
+geometry a trace cannot hold (--layers, --experts or --top-k missing or out
+of range, top-k above the experts, a --model-name too long); 5 when IN does
+not exist; 3 when IN is not what --format says (an expert beyond --experts,
+more layers than --layers, a truncated record or step).
 
 Examples:
   gguftool trace import --format dense-u16 --layers 48 --experts 128 --top-k 8 routes.bin routes.trace.zst
-  gguftool trace import --format hash12 --layers 61 --experts 256 --top-k 8 trace.bin out.trace
+  gguftool trace import --format hash12 --layers 61 --experts 256 --top-k 8 trace.bin out.trace --json
 ` + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(2, "an input trace and an output file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -207,11 +240,14 @@ Examples:
 	fl.IntVar(&opts.Header.Experts, "experts", 0, "experts per layer")
 	fl.IntVar(&opts.Header.TopK, "top-k", 0, "experts used per token")
 	fl.StringVar(&opts.Header.ModelName, "model-name", "", "model name to record in the header")
+	fl.BoolVar(&opts.JSON, "json", false, "print a JSON summary on stdout")
+	cmdutil.SetJSONSchema(cmd, ImportSchema)
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(trace.ImportFormats, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
 func traceImportRun(_ context.Context, opts *TraceImportOptions) error {
-	in, err := os.Open(opts.In)
+	in, err := filekind.Open(opts.In)
 	if err != nil {
 		return err
 	}
@@ -229,6 +265,11 @@ func traceImportRun(_ context.Context, opts *TraceImportOptions) error {
 	if err := out.Close(); err != nil {
 		return err
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "%s: %d steps, %d routing records\n", opts.Out, out.Steps(), out.Events())
+	if opts.JSON {
+		h := opts.Header
+		return cmdutil.PrintJSON(opts.IO.Out, Imported{Schema: ImportSchema, Input: opts.In, Format: opts.Format, Output: opts.Out,
+			Model: h.ModelName, Layers: h.Layers, Experts: h.Experts, TopK: h.TopK, Steps: out.Steps(), Records: out.Events()})
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "%s: %s, %s\n", opts.Out, iostreams.Plural(out.Steps(), "step"), iostreams.Plural(out.Events(), "routing record"))
 	return nil
 }

@@ -1,6 +1,10 @@
 package trace
 
 import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
@@ -31,9 +35,41 @@ func TestNewCmdTraceImport(t *testing.T) {
 			Want: TraceImportOptions{Format: "hash12", In: "trace.bin", Out: "out.trace",
 				Header: trace.Header{Layers: 61, Experts: 256, TopK: 8, ModelName: "ds", Imported: true}},
 		},
+		{
+			Name: "json",
+			Args: "--format dense-u16 --layers 2 --experts 8 --top-k 2 --json in out",
+			Want: TraceImportOptions{Format: "dense-u16", In: "in", Out: "out", JSON: true,
+				Header: trace.Header{Layers: 2, Experts: 8, TopK: 2, Imported: true}},
+		},
 		{Name: "no format", Args: "--layers 2 --experts 4 --top-k 1 in out", WantErr: `--format ""`},
 		{Name: "unknown format", Args: "--format csv in out", WantErr: `--format "csv": want one of`},
 		{Name: "no output", Args: "--format hash12 in", WantErr: "expected an input trace and an output file, got 1"},
 		{Name: "layers not a number", Args: "--format hash12 --layers many in out", WantErr: `invalid argument "many"`},
 	})
+}
+
+// TestTraceImportJSON: with --json the summary is the one document on
+// stdout, and stderr stays empty.
+func TestTraceImportJSON(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "dense.bin"), filepath.Join(dir, "dense.trace")
+	// Three steps of 2 layers × top-2.
+	if err := os.WriteFile(in, []byte{1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7, 0, 0, 0, 1, 0, 1, 0, 2, 0, 3, 0}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ios, stdout, stderr := iostreams.Test()
+	opts := &TraceImportOptions{IO: ios, Format: "dense-u16", In: in, Out: out, JSON: true,
+		Header: trace.Header{Layers: 2, Experts: 8, TopK: 2, ModelName: "m", Imported: true}}
+	if err := traceImportRun(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	var got Imported
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	want := Imported{Schema: ImportSchema, Input: in, Format: "dense-u16", Output: out, Model: "m",
+		Layers: 2, Experts: 8, TopK: 2, Steps: 3, Records: 12}
+	if got != want || stderr.Len() != 0 {
+		t.Errorf("got %+v, stderr %q; want %+v and nothing on stderr", got, stderr, want)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/container"
+	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/iostreams"
 )
 
@@ -34,13 +36,24 @@ offset and, inside a container, the layer, expert and tensor:
 
   a pack directory   every file pack.json lists, at its recorded size and
                      digest; every container header, component checksum and
-                     padding byte; every source tensor accounted for once
+                     padding byte; every field of pack.json (experts, record
+                     stride, component names, types, shapes and sizes, the
+                     layer list, file sizes) against the bytes it describes;
+                     every source tensor accounted for once
   a container file   its header, header checksum, and every record
   a GGUF file/shard  the whole set's structure; with --against PACK, also
                      each shard's XXH3-128 against what that pack recorded
                      for its source
 
-Exit code 3 on any finding.
+--json lists each finding with the file to blame ("file") and, where
+known, the byte offset ("offset"), "layer", "expert" and "tensor".
+
+Exit 0 when everything verifies; 3 on any finding: a file truncated,
+altered or not matching its digest, pack.json disagreeing with the
+containers or resident.gguf, and a file pack.json lists but the pack
+lacks (the pack you named exists; what it lacks makes it incomplete,
+hence corrupt, not "not found"); 5 when PATH or the --against pack does
+not exist; 1 when an I/O error stops the check.
 
 Examples:
   gguftool verify /nvme/model.pack
@@ -58,8 +71,12 @@ Examples:
 	}
 	cmd.Flags().StringVar(&opts.Against, "against", "", "pack whose recorded source digests a GGUF set must match")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the findings as JSON on stdout")
+	cmdutil.SetJSONSchema(cmd, Schema)
 	return cmd
 }
+
+// Schema identifies the --json document.
+const Schema = "gguftool.verify/v1"
 
 // Report is the JSON output.
 type Report struct {
@@ -70,29 +87,50 @@ type Report struct {
 	Findings []Finding `json:"findings"`
 }
 
-// Finding is one problem.
+// Finding is one problem: the file to blame and, where they are known,
+// the byte offset in it and the layer, expert and tensor.
 type Finding struct {
 	File      string `json:"file,omitempty"`
-	Offset    int64  `json:"offset"`
+	Offset    *int64 `json:"offset,omitempty"`
 	Layer     *int   `json:"layer,omitempty"`
 	Expert    *int   `json:"expert,omitempty"`
 	Component string `json:"tensor,omitempty"`
 	Message   string `json:"message"`
 }
 
+// toFinding takes the file and position from the typed error behind a
+// finding, so the JSON says what the message says.
 func toFinding(err error) Finding {
-	var ce *container.CorruptError
-	if errors.As(err, &ce) {
-		f := Finding{File: ce.File, Offset: ce.Offset, Component: ce.Component, Message: err.Error()}
+	f := Finding{Message: err.Error()}
+	var (
+		ce *container.CorruptError
+		fe *gguf.FormatError
+		se *gguf.SetError
+		pe *fs.PathError
+	)
+	switch {
+	case errors.As(err, &ce):
+		f.File, f.Component = ce.File, ce.Component
+		if ce.Offset >= 0 {
+			f.Offset = &ce.Offset
+		}
 		if ce.Layer >= 0 {
 			f.Layer = &ce.Layer
 		}
 		if ce.Expert >= 0 {
 			f.Expert = &ce.Expert
 		}
-		return f
+	case errors.As(err, &fe):
+		f.File, f.Offset = fe.File, &fe.Offset
+	case errors.As(err, &se):
+		f.File = se.Prefix
+		if len(se.Shards) > 0 {
+			f.File = se.Shards[0]
+		}
+	case errors.As(err, &pe):
+		f.File = pe.Path
 	}
-	return Finding{Message: err.Error()}
+	return f
 }
 
 func verifyRun(ctx context.Context, o *VerifyOptions) error {
@@ -100,7 +138,7 @@ func verifyRun(ctx context.Context, o *VerifyOptions) error {
 	if err != nil {
 		return err
 	}
-	r := Report{Schema: "gguftool.verify/v1", Path: o.Path, Findings: []Finding{}}
+	r := Report{Schema: Schema, Path: o.Path, Findings: []Finding{}}
 	report := func(err error) { r.Findings = append(r.Findings, toFinding(err)) }
 	var size int64 = st.Size()
 	switch {
