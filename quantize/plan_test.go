@@ -119,3 +119,20 @@ func TestRunRefusesToWriteOverItsInput(t *testing.T) {
 		t.Errorf("the symlink was replaced: %v", err)
 	}
 }
+
+// TestOutputPathsStripOnlyTheExtension: with --keep-split, a trailing
+// ".gguf" is replaced by the shard suffix; a ".gguf" elsewhere in the path
+// is part of a name and stays.
+func TestOutputPathsStripOnlyTheExtension(t *testing.T) {
+	p := &Plan{Shards: 2}
+	for out, want := range map[string]string{
+		"m-q4.gguf":         "m-q4-00001-of-00002.gguf",
+		"m-q4":              "m-q4-00001-of-00002.gguf",
+		"x.gguf.d/m-q4":     "x.gguf.d/m-q4-00001-of-00002.gguf",
+		"m.gguf.bak/q.gguf": "m.gguf.bak/q-00001-of-00002.gguf",
+	} {
+		if got := p.OutputPaths(out, true)[0]; got != want {
+			t.Errorf("OutputPaths(%q) starts with %q, want %q", out, got, want)
+		}
+	}
+}

@@ -284,10 +284,10 @@ func (p *Plan) OutputPaths(out string, keepSplit bool) []string {
 	if !keepSplit {
 		return []string{out}
 	}
-	prefix := out
-	if i := strings.Index(out, ".gguf"); i >= 0 {
-		prefix = out[:len(out)-len(".gguf")]
-	}
+	// llama-quantize cuts five bytes off the end whenever ".gguf" occurs
+	// anywhere in the name, which mangles "m.gguf.d/out"; only a trailing
+	// ".gguf" is the extension, and for such names the two agree.
+	prefix := strings.TrimSuffix(out, ".gguf")
 	paths := make([]string, p.Shards)
 	for i := range paths {
 		paths[i] = gguf.ShardPath(prefix, i, p.Shards)

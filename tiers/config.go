@@ -68,6 +68,16 @@ func (e *ConfigError) Error() string { return fmt.Sprintf("tiers: %s: %s", e.Fil
 // Is makes errors.Is(err, ErrConfig) hold.
 func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
 
+// unknownTier is the error for a tier name the configuration does not
+// have: the user's input, like any other configuration mistake.
+func (c *Config) unknownTier(name string) error {
+	names := make([]string, len(c.Tiers))
+	for i, t := range c.Tiers {
+		names[i] = t.Name
+	}
+	return &ConfigError{File: c.Path, Msg: fmt.Sprintf("no tier %q (the tiers are %s)", name, strings.Join(names, ", "))}
+}
+
 // ConfigPath finds the configuration: the flag, else $GGUFTOOL_CONFIG,
 // else $XDG_CONFIG_HOME/gguftool/storage-tiers.json (~/.config when
 // XDG_CONFIG_HOME is unset).

@@ -333,3 +333,18 @@ func TestMigrateOntoForeignPath(t *testing.T) {
 		t.Fatalf("left: %v", left)
 	}
 }
+
+// TestUnknownTierIsAConfigError: a tier name the configuration lacks is
+// the user's input (exit code 2) wherever it is given — scrub, evict's
+// destination, ensure-hot's tier — and the error lists the tiers there are.
+func TestUnknownTierIsAConfigError(t *testing.T) {
+	ctx := context.Background()
+	m, _ := diskSetup(t, []string{"hot:hot:0", "cold:cold:0"}, map[string][]string{"hot": {"small.gguf"}})
+	_, scrubErr := m.Scrub(ctx, []string{"nvme"}, 0)
+	_, hotErr := m.Config.HotTier("nvme")
+	for what, err := range map[string]error{"scrub": scrubErr, "hot tier": hotErr} {
+		if !errors.Is(err, ErrConfig) || errors.Is(err, ErrNoArtifact) || !strings.Contains(err.Error(), `no tier "nvme" (the tiers are hot, cold)`) {
+			t.Errorf("%s of an unknown tier: %v; want a configuration error listing the tiers", what, err)
+		}
+	}
+}

@@ -26,7 +26,7 @@ func (c *Config) HotTier(name string) (*Tier, error) {
 	if name != "" {
 		t, ok := c.Tier(name)
 		if !ok {
-			return nil, fmt.Errorf("tiers: no tier %q in %s: %w", name, c.Path, ErrNoArtifact)
+			return nil, c.unknownTier(name)
 		}
 		return t, nil
 	}
@@ -172,7 +172,7 @@ func (m *Manager) Evict(ctx context.Context, t *Tier, free int64, copyTo, keep s
 	if copyTo != "" {
 		var ok bool
 		if dest, ok = m.Config.Tier(copyTo); !ok {
-			return r, fmt.Errorf("tiers: no tier %q in %s: %w", copyTo, m.Config.Path, ErrNoArtifact)
+			return r, m.Config.unknownTier(copyTo)
 		}
 	}
 	all, err := Scan(m.FS, t.Root)
@@ -465,7 +465,7 @@ func (m *Manager) Scrub(ctx context.Context, names []string, olderThan time.Dura
 	}
 	for _, n := range names {
 		if _, ok := m.Config.Tier(n); !ok {
-			return nil, fmt.Errorf("tiers: no tier %q in %s: %w", n, m.Config.Path, ErrNoArtifact)
+			return nil, m.Config.unknownTier(n)
 		}
 	}
 	r := &ScrubResult{}

@@ -12,6 +12,7 @@ package atomicfile
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,10 +58,54 @@ func (f *File) Commit() error {
 	tmp := f.Name()
 	if err := Publish(OS{}, f.File, tmp, f.Path); err != nil {
 		os.Remove(tmp)
-		return err
+		return f.named(err)
 	}
 	return nil
 }
+
+// Write writes to the temporary file; an error names Path, not it.
+func (f *File) Write(p []byte) (int, error) {
+	n, err := f.File.Write(p)
+	return n, f.named(err)
+}
+
+// WriteString is Write for a string.
+func (f *File) WriteString(str string) (int, error) {
+	n, err := f.File.WriteString(str)
+	return n, f.named(err)
+}
+
+// WriteAt writes to the temporary file at off; an error names Path.
+func (f *File) WriteAt(p []byte, off int64) (int, error) {
+	n, err := f.File.WriteAt(p, off)
+	return n, f.named(err)
+}
+
+// ReadFrom copies r into the temporary file (io.Copy uses it); an error
+// names Path.
+func (f *File) ReadFrom(r io.Reader) (int64, error) {
+	n, err := f.File.ReadFrom(r)
+	return n, f.named(err)
+}
+
+// named makes an error about the temporary file name Path instead: the
+// hidden temporary name means nothing to the user, who asked for Path
+// (a full disk reads "write model.gguf: no space left on device"). The
+// original error stays underneath for errors.Is and errors.As.
+func (f *File) named(err error) error {
+	if err == nil || !strings.Contains(err.Error(), f.File.Name()) {
+		return err
+	}
+	return &namedError{err: err, tmp: f.File.Name(), path: f.Path}
+}
+
+type namedError struct {
+	err       error
+	tmp, path string
+}
+
+func (e *namedError) Error() string { return strings.ReplaceAll(e.err.Error(), e.tmp, e.path) }
+func (e *namedError) Unwrap() error { return e.err }
 
 // Abort closes and removes the temporary file; it is safe to call after
 // Commit (it then does nothing), so it can be deferred.

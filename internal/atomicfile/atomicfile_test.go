@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -93,5 +94,28 @@ func TestPublishOrder(t *testing.T) {
 	}
 	if _, err := os.Stat(tmp); err != nil {
 		t.Fatalf("the temporary file is gone after a failed rename: %v", err)
+	}
+}
+
+// TestErrorsNameTheFinalPath: a write or a publication that fails says so
+// of the path the caller asked for, never of the hidden temporary name,
+// and keeps the cause for errors.Is.
+func TestErrorsNameTheFinalPath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "model.gguf")
+	f, err := Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Abort()
+	f.File.Close() // every later call fails, as a full or vanished disk would
+	_, werr := f.Write([]byte("x"))
+	_, serr := f.WriteString("x")
+	_, aerr := f.WriteAt([]byte("x"), 1)
+	_, rerr := f.ReadFrom(strings.NewReader("x"))
+	cerr := f.Commit()
+	for what, err := range map[string]error{"Write": werr, "WriteString": serr, "WriteAt": aerr, "ReadFrom": rerr, "Commit": cerr} {
+		if err == nil || !strings.Contains(err.Error(), path) || strings.Contains(err.Error(), TempPrefix) || !errors.Is(err, os.ErrClosed) {
+			t.Errorf("%s: %v; want an error naming %s, not the temporary file, that is os.ErrClosed", what, err, path)
+		}
 	}
 }

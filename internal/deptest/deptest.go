@@ -59,6 +59,8 @@ var Layers = map[string]int{
 var SameLayer = map[string][]string{
 	"gguf/quant":                     {"gguf"},
 	"cmd/gguftool/internal/runflags": {"cmd/gguftool/internal/cmdutil"},
+	// Hashing a file refuses the kinds of file that would block it.
+	"internal/filehash": {"internal/filekind"},
 	// cmdtest runs the commands' flag tables with cmdutil's factory.
 	"cmd/gguftool/internal/cmdutil/cmdtest": {"cmd/gguftool/internal/cmdutil"},
 	// demo runs synth and inspect as a user would.

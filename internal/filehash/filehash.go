@@ -10,8 +10,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 
+	"github.com/gguftool/gguftool/internal/filekind"
 	"github.com/zeebo/xxh3"
 )
 
@@ -153,7 +153,8 @@ func Sum(ctx context.Context, r io.ReaderAt, name string, size int64, progress f
 // File returns the size and XXH3-128 of the file at path, read front to
 // back; progress is as for Feed.
 func File(ctx context.Context, path string, progress func(int64)) (int64, xxh3.Uint128, error) {
-	f, err := os.Open(path)
+	// A named pipe inside an artifact would block the open forever.
+	f, err := filekind.Open(path)
 	if err != nil {
 		return 0, xxh3.Uint128{}, err
 	}

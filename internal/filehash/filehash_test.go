@@ -7,8 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/gguftool/gguftool/internal/filekind"
 	"github.com/zeebo/xxh3"
 )
 
@@ -93,5 +96,28 @@ func TestSumCancelled(t *testing.T) {
 	cancel()
 	if _, _, err := Sum(ctx, bytes.NewReader(pattern(100)), "mem", 100, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
+	}
+}
+
+// TestFileRefusesAPipe: a named pipe where a file is hashed is refused
+// before it is opened, instead of blocking the open until a writer comes.
+func TestFileRefusesAPipe(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "shard.gguf")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no named pipes here:", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := File(context.Background(), fifo, nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, filekind.ErrWrongKind) {
+			t.Fatalf("hashing a named pipe: %v, want filekind.ErrWrongKind", err)
+		}
+	case <-time.After(5 * time.Second):
+		os.WriteFile(fifo, nil, 0) // unblock the open so the test can end
+		t.Fatal("hashing a named pipe blocked")
 	}
 }

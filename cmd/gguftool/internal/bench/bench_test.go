@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/runflags"
 	"github.com/gguftool/gguftool/internal/iostreams"
@@ -120,5 +121,26 @@ func TestServeFailures(t *testing.T) {
 		if len(why) != 1 || !strings.Contains(why[0], tc.want) {
 			t.Errorf("%s: failures %q; want one naming %q", tc.name, why, tc.want)
 		}
+	}
+}
+
+// TestServeMaxTokensFitsTheContext: the bench's server gets a context
+// that holds --max-tokens and a prompt (a larger --max-tokens once made
+// every request a 400, then a start-up failure), and a --max-tokens the
+// model's context cannot hold is a usage error naming the flag.
+func TestServeMaxTokensFitsTheContext(t *testing.T) {
+	for _, tc := range []struct{ maxTokens, model, want int }{
+		{16, 4096, 1024}, {1024, 4096, 1024 + benchPromptRoom}, {2000, 4096, 2000 + benchPromptRoom}, {16, 512, 512},
+	} {
+		if got := serveContext(tc.maxTokens, tc.model); got != tc.want {
+			t.Errorf("serveContext(%d, %d) = %d, want %d", tc.maxTokens, tc.model, got, tc.want)
+		}
+		if got := serveContext(tc.maxTokens, tc.model); got-tc.maxTokens < benchPromptRoom && checkMaxTokens(tc.maxTokens, tc.model) == nil {
+			t.Errorf("--max-tokens %d with a %d context: accepted, yet leaves %d for the prompt", tc.maxTokens, tc.model, got-tc.maxTokens)
+		}
+	}
+	err := checkMaxTokens(4096, 4096)
+	if err == nil || !cmdutil.IsUsageError(err) || !strings.Contains(err.Error(), "--max-tokens 4096") {
+		t.Errorf("--max-tokens 4096 on a 4096 context: %v, want a usage error naming the flag", err)
 	}
 }

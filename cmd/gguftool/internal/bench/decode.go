@@ -141,16 +141,12 @@ func median(xs []float64) float64 {
 }
 
 func benchDecodeRun(ctx context.Context, o *BenchDecodeOptions) error {
-	ro, err := o.Flags.Options()
-	if err != nil {
-		return err
-	}
 	say := func(format string, args ...any) {
 		if !o.IO.Quiet {
 			fmt.Fprintf(o.IO.ErrOut, format+"\n", args...)
 		}
 	}
-	m, err := engine.Open(o.Model, ro)
+	m, err := o.Flags.Open(o.Model, o.IO.ErrOut)
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,8 @@ and after it stopped — a leak shows as a difference. Exit 1 if a request
 got any status but 200 and 429 (or no answer), the server issued a 429
 while fewer than --queue requests were waiting (it records the queue depth
 at every rejection), goroutines or file descriptors leaked, or no request
-completed.
+completed. A --max-tokens that leaves no room for a prompt in the model's
+context is a usage error (exit code 2).
 ` + runflags.Help + `
 Examples:
   gguftool bench serve model.pack --clients 64 --duration 60s --queue 16 --json
@@ -142,15 +143,14 @@ func openFDs() int {
 }
 
 func benchServeRun(ctx context.Context, o *BenchServeOptions) error {
-	ro, err := o.Flags.Options()
-	if err != nil {
-		return err
-	}
-	m, err := engine.Open(o.Model, ro)
+	m, err := o.Flags.Open(o.Model, o.IO.ErrOut)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
+	if err := checkMaxTokens(o.MaxTokens, m.Hparams.Context); err != nil {
+		return err
+	}
 	// Warm the model (its compute helpers start on first use), settle,
 	// then count what the server will have to give back.
 	if _, err := m.Generate(ctx, []int{1, 2}, engine.GenerateOptions{MaxTokens: 2}); err != nil {
@@ -182,13 +182,35 @@ func benchServeRun(ctx context.Context, o *BenchServeOptions) error {
 // loadTest serves m on a loopback port, drives it with o.Clients clients
 // for o.Duration, shuts it down, and records in res what the clients got
 // and what the server counted.
+// benchPromptRoom is the context a bench request's prompt ("client C
+// request R:") can take, whatever the vocabulary: one token per byte.
+const benchPromptRoom = 64
+
+// serveContext is the context the bench's server gets: 1024 positions, or
+// more when --max-tokens needs it, never more than the model's. A
+// smaller context than the model's keeps the KV cache of each request
+// small.
+func serveContext(maxTokens, modelContext int) int {
+	return min(modelContext, max(1024, maxTokens+benchPromptRoom))
+}
+
+// checkMaxTokens refuses a --max-tokens that leaves no room for a
+// request's prompt in the model's context: every request would get 400.
+func checkMaxTokens(maxTokens, modelContext int) error {
+	if maxTokens+benchPromptRoom > modelContext {
+		return cmdutil.FlagErrorf("bench serve: --max-tokens %d leaves no room for a prompt in the model's context of %d (at most %d)",
+			maxTokens, modelContext, modelContext-benchPromptRoom)
+	}
+	return nil
+}
+
 func loadTest(ctx context.Context, o *BenchServeOptions, m *engine.Model, res *ServeResult) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
 	s, err := server.New(server.Config{Model: m, ModelName: "bench", QueueSize: o.Queue, RequestTimeout: 5 * time.Minute,
-		MaxBodyBytes: 1 << 20, MaxTokens: o.MaxTokens, DefaultMaxTokens: o.MaxTokens, Context: min(m.Hparams.Context, 1024)})
+		MaxBodyBytes: 1 << 20, MaxTokens: o.MaxTokens, DefaultMaxTokens: o.MaxTokens, Context: serveContext(o.MaxTokens, m.Hparams.Context)})
 	if err != nil {
 		ln.Close()
 		return err

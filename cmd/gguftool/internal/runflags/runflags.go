@@ -114,6 +114,12 @@ func (m *Model) Options() (engine.Options, error) {
 // once each, the notes on what was changed from what the flags asked for:
 // threads clamped to the CPUs, an expert cache clamped or rounded up.
 func (m *Model) Open(path string, w io.Writer) (*engine.Model, error) {
+	return m.OpenNoting(path, func(note string) { fmt.Fprintf(w, "note: %s\n", note) })
+}
+
+// OpenNoting is Open for a caller that reports notes its own way (serve
+// logs them).
+func (m *Model) OpenNoting(path string, note func(string)) (*engine.Model, error) {
 	o, err := m.Options()
 	if err != nil {
 		return nil, err
@@ -122,13 +128,12 @@ func (m *Model) Open(path string, w io.Writer) (*engine.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	var notes []string
 	if m.Threads > o.Threads {
-		notes = append(notes, fmt.Sprintf("--threads %d is more than the %d CPUs this process may use (GOMAXPROCS): using %d",
+		note(fmt.Sprintf("--threads %d is more than the %d CPUs this process may use (GOMAXPROCS): using %d",
 			m.Threads, o.Threads, o.Threads))
 	}
-	for _, n := range append(notes, em.Notes...) {
-		fmt.Fprintf(w, "note: %s\n", n)
+	for _, n := range em.Notes {
+		note(n)
 	}
 	return em, nil
 }

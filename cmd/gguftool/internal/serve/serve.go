@@ -18,7 +18,6 @@ import (
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/runflags"
-	"github.com/gguftool/gguftool/engine"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/server"
 	"github.com/gguftool/gguftool/tiers"
@@ -232,8 +231,8 @@ func loopback(addr string) bool {
 // other commands' run functions, so that the end-to-end tests can wrap it
 // to learn the address through ServeOptions.Ready.
 func ServeRun(ctx context.Context, o *ServeOptions) error {
-	ro, err := o.Flags.Options()
-	if err != nil {
+	// The flags are checked before the lease is taken or anything loads.
+	if _, err := o.Flags.Options(); err != nil {
 		return err
 	}
 	var handler slog.Handler = slog.NewTextHandler(o.IO.ErrOut, nil)
@@ -252,7 +251,7 @@ func ServeRun(ctx context.Context, o *ServeOptions) error {
 		defer lease.Close()
 		log.Info("holding a shared lease on the artifact", "model", o.Model)
 	}
-	m, err := engine.Open(o.Model, ro)
+	m, err := o.Flags.OpenNoting(o.Model, func(note string) { log.Warn(note) })
 	if err != nil {
 		return err
 	}

@@ -269,7 +269,7 @@ Examples:
   gguftool tiers status
   gguftool tiers status --json | jq '.tiers[] | {name, available: .room.available}'
 ` + configHelp + "\n" + cmdutil.ExitCodesHelp,
-		Args: cobra.NoArgs,
+		Args: cmdutil.ExactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(cmd.Context(), o)
@@ -371,7 +371,7 @@ Examples:
   gguftool tiers recover
   gguftool tiers recover --rollback --json
 ` + configHelp + "\n" + cmdutil.ExitCodesHelp,
-		Args: cobra.NoArgs,
+		Args: cmdutil.ExactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(cmd.Context(), o)
@@ -463,7 +463,7 @@ Examples:
   gguftool tiers evict --tier nvme --free 600GB --dry-run
   gguftool tiers evict --tier nvme --free 1.5TiB --copy-to archive --bwlimit 400MB --json
 ` + configHelp + "\n" + cmdutil.ExitCodesHelp,
-		Args: cobra.NoArgs,
+		Args: cmdutil.ExactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Tier == "" || o.Free <= 0 {
 				return cmdutil.FlagErrorf("tiers evict: --tier and a positive --free are required")
@@ -551,13 +551,14 @@ whose last verification is older than --older-than, and compare it with the
 XXH3-128 recorded when it was last verified. A match refreshes the record
 (tiers status shows its age); a mismatch is reported naming the file (exit
 code 3). Files with no recorded digest are listed as unrecorded: verify them
-against a twin with gguftool twins find --verify.
+against a twin with gguftool twins find --verify. A --tier the
+configuration does not have is a usage error (exit code 2).
 
 Examples:
   gguftool tiers scrub --older-than 30d
   gguftool tiers scrub --tier archive --older-than 0 --json
 ` + configHelp + "\n" + cmdutil.ExitCodesHelp,
-		Args: cobra.NoArgs,
+		Args: cmdutil.ExactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if o.OlderThan, err = parseAge(olderThan); err != nil {
