@@ -2,7 +2,6 @@ package root
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -70,19 +69,7 @@ var jsonOutputsNotRun = map[string]string{
 // --json that is neither run here nor listed in jsonOutputsNotRun fails
 // the test, so a new one cannot go unchecked.
 func TestJSONOutputsCarryTheirSchema(t *testing.T) {
-	dir := t.TempDir()
-	nvme, cold := filepath.Join(dir, "nvme"), filepath.Join(dir, "cold")
-	for _, d := range []string{nvme, cold} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := filepath.Join(dir, "storage-tiers.json")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{"schema": "gguftool.storage-tiers", "version": 1, "tiers": [
-	 {"name": "nvme", "root": %q, "role": "hot"}, {"name": "cold", "root": %q, "role": "cold"}]}`, nvme, cold)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("GGUFTOOL_CONFIG", cfg)
+	dir, nvme, cold := twoTiers(t)
 	model, pack := filepath.Join(nvme, "m.gguf"), filepath.Join(dir, "m.pack")
 	dense := filepath.Join(dir, "dense.bin")
 	// Three steps of 2 layers × top-2.

@@ -3,10 +3,8 @@ package root
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,14 +20,7 @@ import (
 // equal gguftool run for the same seed, the lease makes migrate busy, and
 // cancelling stops it cleanly.
 func TestServe(t *testing.T) {
-	dir := t.TempDir()
-	nvme, cold := filepath.Join(dir, "nvme"), filepath.Join(dir, "cold")
-	os.MkdirAll(nvme, 0o755)
-	os.MkdirAll(cold, 0o755)
-	cfg := filepath.Join(dir, "tiers.json")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"schema": "gguftool.storage-tiers", "version": 1, "tiers": [
-	 {"name": "nvme", "root": %q, "role": "hot"}, {"name": "cold", "root": %q, "role": "cold"}]}`, nvme, cold)), 0o644)
-	t.Setenv("GGUFTOOL_CONFIG", cfg)
+	dir, nvme, _ := twoTiers(t)
 	src := filepath.Join(dir, "m.gguf")
 	if code, _, errOut := run(t, "synth", "--arch", "qwen3moe", "--type", "q8_0", "--experts", "16", "--experts-used", "4", "-o", src); code != 0 {
 		t.Fatalf("synth: %s", errOut)

@@ -141,8 +141,7 @@ func TestStorageTierCommands(t *testing.T) {
 		t.Fatalf("missing config: exit %d", code)
 	}
 	t.Setenv("GGUFTOOL_CONFIG", "")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"schema": "gguftool.storage-tiers", "version": 1, "tiers": [
-	 {"name": "nvme", "root": %q, "role": "hot"}, {"name": "cold", "root": %q, "role": "cold"}]}`, nvme, cold)), 0o644)
+	writeTierConfig(t, cfg, nvme, cold)
 	if code, _, _ := run(t, "migrate", "models/none", "--to", "cold", "--config", cfg); code != cmdutil.ExitNotFound {
 		t.Fatalf("missing artifact: exit %d", code)
 	}
@@ -169,19 +168,40 @@ func copyDir(t *testing.T, from, to string) {
 	}
 }
 
+// twoTiers makes the directories of a hot tier "nvme" and a cold tier
+// "cold" under a fresh directory, writes their configuration there and
+// points $GGUFTOOL_CONFIG at it.
+func twoTiers(t *testing.T) (dir, nvme, cold string) {
+	t.Helper()
+	dir = t.TempDir()
+	nvme, cold = filepath.Join(dir, "nvme"), filepath.Join(dir, "cold")
+	for _, d := range []string{nvme, cold} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := filepath.Join(dir, "tiers.json")
+	writeTierConfig(t, cfg, nvme, cold)
+	t.Setenv("GGUFTOOL_CONFIG", cfg)
+	return dir, nvme, cold
+}
+
+// writeTierConfig writes at path a configuration of a hot tier "nvme" at
+// root nvme and a cold tier "cold" at root cold.
+func writeTierConfig(t *testing.T, path, nvme, cold string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(`{"schema": "gguftool.storage-tiers", "version": 1, "tiers": [
+	 {"name": "nvme", "root": %q, "role": "hot"}, {"name": "cold", "root": %q, "role": "cold"}]}`, nvme, cold)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // tierDirs makes tiers nvme (hot) and cold under a temporary directory,
 // points $GGUFTOOL_CONFIG at their configuration, and puts the GGUF file
 // m.gguf (arbitrary bytes: nothing here parses it) on nvme.
 func tierDirs(t *testing.T) (dir, nvme, cold string) {
 	t.Helper()
-	dir = t.TempDir()
-	nvme, cold = filepath.Join(dir, "nvme"), filepath.Join(dir, "cold")
-	os.MkdirAll(nvme, 0o755)
-	os.MkdirAll(cold, 0o755)
-	cfg := filepath.Join(dir, "tiers.json")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"schema": "gguftool.storage-tiers", "version": 1, "tiers": [
-	 {"name": "nvme", "root": %q, "role": "hot"}, {"name": "cold", "root": %q, "role": "cold"}]}`, nvme, cold)), 0o644)
-	t.Setenv("GGUFTOOL_CONFIG", cfg)
+	dir, nvme, cold = twoTiers(t)
 	os.WriteFile(filepath.Join(nvme, "m.gguf"), []byte(strings.Repeat("gguftool tiers test bytes ", 4000)), 0o644)
 	return dir, nvme, cold
 }
@@ -351,8 +371,7 @@ func TestTierRootThatIsAFile(t *testing.T) {
 	root := filepath.Join(dir, "a-file")
 	os.WriteFile(root, []byte("not a directory"), 0o644)
 	cfg := filepath.Join(dir, "file-root.json")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"schema": "gguftool.storage-tiers", "version": 1, "tiers": [
-	 {"name": "nvme", "root": %q, "role": "hot"}, {"name": "cold", "root": %q, "role": "cold"}]}`, nvme, root)), 0o644)
+	writeTierConfig(t, cfg, nvme, root)
 	code, out, errOut := run(t, "tiers", "status", "--config", cfg)
 	if code != cmdutil.ExitUsage || strings.Contains(out, "offline") || !strings.Contains(errOut, root+" is a file") {
 		t.Fatalf("status with a root that is a file: exit %d, %q, %q", code, out, errOut)

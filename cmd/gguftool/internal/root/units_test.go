@@ -1,8 +1,6 @@
 package root
 
 import (
-	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -13,19 +11,7 @@ import (
 // count with its binary human size, "1073741824 bytes (1.0 GiB)", and
 // count files in the singular when there is one.
 func TestMessagesGiveBytesAndHumanSize(t *testing.T) {
-	dir := t.TempDir()
-	nvme, cold := filepath.Join(dir, "nvme"), filepath.Join(dir, "cold")
-	for _, d := range []string{nvme, cold} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := filepath.Join(dir, "storage-tiers.json")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{"schema": "gguftool.storage-tiers", "version": 1, "tiers": [
-	 {"name": "nvme", "root": %q, "role": "hot"}, {"name": "cold", "root": %q, "role": "cold"}]}`, nvme, cold)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("GGUFTOOL_CONFIG", cfg)
+	_, nvme, _ := twoTiers(t)
 	model := filepath.Join(nvme, "m.gguf")
 	code, out, errOut := run(t, "synth", "-q", "-o", model)
 	sized := regexp.MustCompile(`\t\d+ bytes \(\d+\.\d [KMG]iB\)\n$`)

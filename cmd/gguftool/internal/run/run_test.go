@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -14,11 +13,8 @@ import (
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/runflags"
-	"github.com/gguftool/gguftool/container"
 	"github.com/gguftool/gguftool/engine"
-	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/iostreams"
-	"github.com/gguftool/gguftool/synth"
 )
 
 func TestNewCmdRun(t *testing.T) {
@@ -82,7 +78,7 @@ func TestParseIDs(t *testing.T) {
 // stderr, also with --json.
 func TestRunNotesOnce(t *testing.T) {
 	cmdtest.UnsetEnv(t)
-	pack := testPack(t)
+	pack := cmdtest.TinyPack(t)
 	ios, stdout, stderr := iostreams.Test()
 	cmd := NewCmdRun(&cmdutil.Factory{IOStreams: ios}, nil)
 	cmd.SetArgs([]string{pack, "--prompt-ids", "1,2", "-n", "1", "--json", "-t", "100000", "--expert-cache-slots", "100000"})
@@ -100,24 +96,4 @@ func TestRunNotesOnce(t *testing.T) {
 			t.Errorf("%q said %d times on stderr:\n%s", note, n, stderr)
 		}
 	}
-}
-
-// testPack writes the tiny default model (2 layers of 8 experts) and packs it.
-func testPack(t *testing.T) string {
-	t.Helper()
-	c := synth.Defaults("qwen3moe")
-	kvs, tensors, err := c.Model()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "m.gguf")
-	if err := gguf.WriteFile(context.Background(), src, kvs, tensors, gguf.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pack := filepath.Join(dir, "m.pack")
-	if _, err := container.Pack(context.Background(), src, pack, container.PackOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return pack
 }

@@ -2,9 +2,7 @@ package runflags
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -14,11 +12,8 @@ import (
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
-	"github.com/gguftool/gguftool/container"
 	"github.com/gguftool/gguftool/engine"
-	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/ioengine"
-	"github.com/gguftool/gguftool/synth"
 )
 
 // parse registers the flags on a bare command and parses argv.
@@ -126,7 +121,7 @@ func TestOptions(t *testing.T) {
 // nothing.
 func TestOpenNotes(t *testing.T) {
 	cmdtest.UnsetEnv(t)
-	pack := testPack(t)
+	pack := cmdtest.TinyPack(t)
 	cpus := runtime.GOMAXPROCS(0)
 	for _, tc := range []struct {
 		args      string
@@ -166,24 +161,4 @@ func TestOpenNotes(t *testing.T) {
 		}
 		em.Close()
 	}
-}
-
-// testPack writes the tiny default model (2 layers of 8 experts) and packs it.
-func testPack(t *testing.T) string {
-	t.Helper()
-	c := synth.Defaults("qwen3moe")
-	kvs, tensors, err := c.Model()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "m.gguf")
-	if err := gguf.WriteFile(context.Background(), src, kvs, tensors, gguf.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pack := filepath.Join(dir, "m.pack")
-	if _, err := container.Pack(context.Background(), src, pack, container.PackOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return pack
 }

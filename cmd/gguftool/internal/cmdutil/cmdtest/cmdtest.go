@@ -11,6 +11,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,7 +19,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
+	"github.com/gguftool/gguftool/container"
+	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/synth"
 )
 
 // envPrefix begins the name of every variable cmdutil.EnvOr reads.
@@ -132,4 +136,26 @@ func UnsetEnv(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TinyPack writes the tiny default qwen3moe model (2 layers of 8 experts)
+// into a temporary directory, packs it, and returns the pack's path: the
+// smallest model a command that runs one can be tested on.
+func TinyPack(t *testing.T) string {
+	t.Helper()
+	c := synth.Defaults("qwen3moe")
+	kvs, tensors, err := c.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "m.gguf")
+	if err := gguf.WriteFile(context.Background(), src, kvs, tensors, gguf.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pack := filepath.Join(dir, "m.pack")
+	if _, err := container.Pack(context.Background(), src, pack, container.PackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return pack
 }
