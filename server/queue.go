@@ -5,7 +5,9 @@ import (
 	"sync"
 )
 
-// jobQueue holds the jobs waiting for the model, at most limit of them.
+// jobQueue holds the jobs waiting for the model, at most limit of them,
+// besides the one an idle worker takes at once (so a limit of 0 means one
+// running, none waiting).
 // It is a list rather than a channel so that a job whose client gave up,
 // or whose timeout passed, leaves it at once: its slot goes to a live
 // client instead of being held until the worker reaches the job.
@@ -18,6 +20,7 @@ type jobQueue struct {
 	changed sync.Cond // signalled when a job arrives or the queue closes
 	waiting []*job
 	limit   int
+	idle    bool // the worker waits in pop with nothing to take
 	closed  bool
 	metrics *metrics
 }
@@ -32,10 +35,14 @@ func newJobQueue(limit int, m *metrics) *jobQueue {
 func (q *jobQueue) push(j *job) (ok, closed bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	room := q.limit
+	if q.idle {
+		room++ // the idle worker takes this one at once: it never waits
+	}
 	switch {
 	case q.closed:
 		return false, true
-	case len(q.waiting) >= q.limit:
+	case len(q.waiting) >= room:
 		q.metrics.rejectQueueFull(len(q.waiting))
 		return false, false
 	}
@@ -65,8 +72,10 @@ func (q *jobQueue) pop() (*job, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for len(q.waiting) == 0 && !q.closed {
+		q.idle = true
 		q.changed.Wait()
 	}
+	q.idle = false
 	if len(q.waiting) == 0 {
 		return nil, false
 	}

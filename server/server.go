@@ -445,7 +445,6 @@ type job struct {
 	prompt []int
 	p      params
 	events chan event
-	queued time.Time
 }
 
 // event is a piece of a generation: new text, or the end.
@@ -479,24 +478,19 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, rl *reqLog, pr
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	j := &job{ctx: ctx, prompt: prompt, p: p, events: make(chan event, 64), queued: time.Now()}
-	s.metrics.addInFlight(1)
-	ok, closed := s.queue.push(j)
-	if !ok {
-		s.metrics.addInFlight(-1)
-	}
-	switch {
+	j := &job{ctx: ctx, prompt: prompt, p: p, events: make(chan event, 64)}
+	switch ok, closed := s.queue.push(j); {
 	case closed:
 		writeError(w, rl, &APIError{Status: 503, Type: "server_error", Message: "the server is shutting down"})
 		return
-	case ok:
-		defer s.metrics.addInFlight(-1)
-	default:
+	case !ok:
 		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfter()))
 		writeError(w, rl, &APIError{Status: 429, Type: "rate_limit_exceeded", Code: "queue_full",
 			Message: fmt.Sprintf("%d requests are already waiting; retry later", s.cfg.QueueSize)})
 		return
 	}
+	s.metrics.addInFlight(1)
+	defer s.metrics.addInFlight(-1)
 	id := "cmpl-" + rl.id
 	object := "text_completion"
 	if chat {

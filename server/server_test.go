@@ -460,7 +460,7 @@ func TestQueueFullCancelAndShutdown(t *testing.T) {
 
 // TestQueueRejectionDepth: a 429 records how many requests were waiting.
 // With the queue full that is its bound; a queue that refuses below its
-// bound (here a channel with less room than the configured capacity) is
+// bound (here a queue whose limit is below the configured capacity) is
 // counted as rejecting with room, which bench serve fails on.
 func TestQueueRejectionDepth(t *testing.T) {
 	for _, c := range []struct {
@@ -634,6 +634,19 @@ func TestNewRefusesConfig(t *testing.T) {
 				s.Close()
 			}
 			t.Errorf("New: %v; want an error containing %q", err, tc.wantErr)
+		}
+	}
+}
+
+// TestNoQueue: with QueueSize 0 nothing waits, but an idle server still
+// runs each request as it comes (a queue of none once refused them all).
+func TestNoQueue(t *testing.T) {
+	cfg := testConfig(testModel(t))
+	cfg.QueueSize = 0
+	url, _, _ := start(t, cfg)
+	for i := range 3 {
+		if resp, body := post(t, url+"/v1/completions", `{"prompt":"The experts live on","max_tokens":4}`); resp.StatusCode != 200 {
+			t.Fatalf("request %d to an idle server with no queue: %d %s", i, resp.StatusCode, body)
 		}
 	}
 }
