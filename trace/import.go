@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // ImportFormats are the formats Import reads.
@@ -20,7 +21,7 @@ func Import(format string, r io.Reader, name string, w *Writer) error {
 	case "dense-u16":
 		return importDenseU16(bufio.NewReaderSize(r, 1<<16), name, w)
 	}
-	return fmt.Errorf("trace: unknown trace format %q (have hash12, dense-u16)", format)
+	return fmt.Errorf("trace: unknown trace format %q (have %s)", format, strings.Join(ImportFormats, ", "))
 }
 
 // importHash12 reads 12-byte records (u64 hash of the layer's name, u32

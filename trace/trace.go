@@ -41,7 +41,9 @@ type Header struct {
 // headerImported is the header flag of an imported trace.
 const headerImported = 1
 
-func (h *Header) check() error {
+// Check reports a geometry or name no trace can hold: layers, experts
+// and top-k out of range, or a model name too long.
+func (h *Header) Check() error {
 	switch {
 	case h.Layers <= 0 || h.Layers >= stepEnd:
 		return fmt.Errorf("%d layers: want 1..%d", h.Layers, stepEnd-1)
@@ -77,8 +79,8 @@ type Writer struct {
 
 // NewWriter writes the header.
 func NewWriter(w io.Writer, h Header) (*Writer, error) {
-	if err := h.check(); err != nil {
-		return nil, fmt.Errorf("trace: trace header: %w", err)
+	if err := h.Check(); err != nil {
+		return nil, fmt.Errorf("trace: header: %w", err)
 	}
 	tw := &Writer{w: bufio.NewWriterSize(w, 1<<16), h: h, last: -1}
 	size := fixedSize + len(h.ModelName)
@@ -105,11 +107,11 @@ func NewWriter(w io.Writer, h Header) (*Writer, error) {
 // Steps must increase.
 func (tw *Writer) Step(step int, recs []Record) error {
 	if int64(step) <= tw.last || step < 0 || step > 0xFFFFFFFE {
-		return fmt.Errorf("trace: trace step %d after step %d", step, tw.last)
+		return fmt.Errorf("trace: step %d after step %d", step, tw.last)
 	}
 	for _, r := range recs {
 		if int(r.Layer) >= tw.h.Layers || int(r.Expert) >= tw.h.Experts || int(r.Rank) >= tw.h.TopK || r.From > LevelVRAM {
-			return fmt.Errorf("trace: trace record %+v outside the header's geometry", r)
+			return fmt.Errorf("trace: record %+v outside the header's geometry", r)
 		}
 		r.Step = uint32(step)
 		if err := tw.put(r); err != nil {
@@ -164,7 +166,7 @@ type FormatError struct {
 }
 
 func (e *FormatError) Error() string {
-	return fmt.Sprintf("trace: trace %s: offset %d: %s", e.File, e.Offset, e.Msg)
+	return fmt.Sprintf("trace: %s: offset %d: %s", e.File, e.Offset, e.Msg)
 }
 
 // Is makes errors.Is(err, gguf.ErrFormat) true.
@@ -199,7 +201,7 @@ func NewReader(r io.Reader, name string) (*Reader, error) {
 	h := Header{Layers: int(le.Uint32(fixed[16:])), Experts: int(le.Uint32(fixed[20:])), TopK: int(le.Uint32(fixed[24:])),
 		Imported: flags&headerImported != 0}
 	copy(h.ModelDigest[:], fixed[32:48])
-	if err := h.check(); err != nil {
+	if err := h.Check(); err != nil {
 		return nil, tr.fail(16, "%v", err)
 	}
 	rest := make([]byte, size-fixedSize)

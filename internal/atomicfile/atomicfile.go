@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +37,11 @@ func Create(path string) (*File, error) {
 	}
 	f, err := os.CreateTemp(dir, TempPrefix+base+".*")
 	if err != nil {
+		// Name the file asked for, not the temporary's pattern.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, &fs.PathError{Op: "create", Path: path, Err: pe.Err}
+		}
 		return nil, err
 	}
 	// CreateTemp makes the file private (0600); the published file gets

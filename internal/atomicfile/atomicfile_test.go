@@ -2,6 +2,7 @@ package atomicfile
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -107,6 +108,10 @@ func TestErrorsNameTheFinalPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Abort()
+	missing := filepath.Join(filepath.Dir(path), "no-such-dir", "model.gguf")
+	if _, err := Create(missing); err == nil || !strings.Contains(err.Error(), missing) || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Create in a missing directory: %v; want an error naming %s that is fs.ErrNotExist", err, missing)
+	}
 	f.File.Close() // every later call fails, as a full or vanished disk would
 	_, werr := f.Write([]byte("x"))
 	_, serr := f.WriteString("x")

@@ -226,4 +226,11 @@ func TestTraceImport(t *testing.T) {
 	if _, err := os.Stat(bad); !os.IsNotExist(err) {
 		t.Errorf("a failed import left %s", bad)
 	}
+	// An output directory that does not exist is not found (5), not a
+	// usage error: the flags were right.
+	code, _, errOut = run(t, "trace", "import", "--format", "dense-u16", "--layers", "2", "--experts", "8", "--top-k", "2", dense,
+		filepath.Join(dir, "no-such-dir", "out.trace"))
+	if code != 5 || strings.Contains(errOut, "--help") {
+		t.Errorf("import into a missing directory: exit %d: %s", code, errOut)
+	}
 }

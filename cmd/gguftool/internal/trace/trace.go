@@ -214,8 +214,8 @@ with --json one document on stdout (schema ` + ImportSchema + `):
 
 Refusals, with their exit codes: 2 for a --format not listed above or a
 geometry a trace cannot hold (--layers, --experts or --top-k missing or out
-of range, top-k above the experts, a --model-name too long); 5 when IN does
-not exist; 3 when IN is not what --format says (an expert beyond --experts,
+of range, top-k above the experts, a --model-name too long); 5 when IN or
+OUT's directory does not exist; 3 when IN is not what --format says (an expert beyond --experts,
 more layers than --layers, a truncated record or step).
 
 Examples:
@@ -227,6 +227,9 @@ Examples:
 			opts.In, opts.Out = args[0], args[1]
 			if !slices.Contains(trace.ImportFormats, opts.Format) {
 				return cmdutil.FlagErrorf("--format %q: want one of %s", opts.Format, strings.Join(trace.ImportFormats, ", "))
+			}
+			if err := opts.Header.Check(); err != nil {
+				return cmdutil.FlagErrorf("trace import: %v", err)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -252,11 +255,9 @@ func traceImportRun(_ context.Context, opts *TraceImportOptions) error {
 		return err
 	}
 	defer in.Close()
-	// trace.Create fails mostly on a geometry the flags got wrong: a usage
-	// error.
 	out, err := trace.Create(opts.Out, opts.Header)
 	if err != nil {
-		return cmdutil.FlagErrorf("%v", err)
+		return err
 	}
 	defer out.Abort()
 	if err := trace.Import(opts.Format, in, opts.In, out.Writer); err != nil {

@@ -45,6 +45,7 @@ func TestNewCmdTraceImport(t *testing.T) {
 		{Name: "unknown format", Args: "--format csv in out", WantErr: `--format "csv": want one of`},
 		{Name: "no output", Args: "--format hash12 in", WantErr: "expected an input trace and an output file, got 1"},
 		{Name: "layers not a number", Args: "--format hash12 --layers many in out", WantErr: `invalid argument "many"`},
+		{Name: "top-k above the experts", Args: "--format hash12 --layers 2 --experts 4 --top-k 8 in out", WantErr: "top-k 8: want 1..min(255, experts)"},
 	})
 }
 
