@@ -109,12 +109,21 @@ func (m *Manager) pause(ctx context.Context) error {
 	if every <= 0 {
 		every = defaultWaitPoll
 	}
-	t := time.NewTimer(every)
+	if !sleep(ctx, every) {
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+// sleep waits for d, or until ctx is done; it reports whether the whole
+// of d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return nil
+		return true
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return false
 	}
 }

@@ -68,16 +68,6 @@ func (e *ConfigError) Error() string { return fmt.Sprintf("tiers: %s: %s", e.Fil
 // Is makes errors.Is(err, ErrConfig) hold.
 func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
 
-// unknownTier is the error for a tier name the configuration does not
-// have: the user's input, like any other configuration mistake.
-func (c *Config) unknownTier(name string) error {
-	names := make([]string, len(c.Tiers))
-	for i, t := range c.Tiers {
-		names[i] = t.Name
-	}
-	return &ConfigError{File: c.Path, Msg: fmt.Sprintf("no tier %q (the tiers are %s)", name, strings.Join(names, ", "))}
-}
-
 // ConfigPath finds the configuration: the flag, else $GGUFTOOL_CONFIG,
 // else $XDG_CONFIG_HOME/gguftool/storage-tiers.json (~/.config when
 // XDG_CONFIG_HOME is unset).
@@ -190,6 +180,20 @@ func parseBudget(raw json.RawMessage) (int64, error) {
 		return 0, fmt.Errorf("%s is neither a number nor a string", raw)
 	}
 	return units.ParseSize(s)
+}
+
+// Named returns the tier named name, or an error listing the tiers there
+// are: a name the configuration lacks is the user's input (ErrConfig,
+// exit code 2) like any other configuration mistake.
+func (c *Config) Named(name string) (*Tier, error) {
+	if t, ok := c.Tier(name); ok {
+		return t, nil
+	}
+	names := make([]string, len(c.Tiers))
+	for i, t := range c.Tiers {
+		names[i] = t.Name
+	}
+	return nil, &ConfigError{File: c.Path, Msg: fmt.Sprintf("no tier %q (the tiers are %s)", name, strings.Join(names, ", "))}
 }
 
 // Tier returns the tier named name.

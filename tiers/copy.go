@@ -174,14 +174,10 @@ func (t *throttle) wait(ctx context.Context, n int64) error {
 	if d <= 0 {
 		return nil
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
+	if !sleep(ctx, d) {
 		return ctx.Err()
 	}
+	return nil
 }
 
 // verifyCopy re-reads the temporary copy of every file with the hasher

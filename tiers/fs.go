@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/gguftool/gguftool/internal/atomicfile"
+	"github.com/gguftool/gguftool/internal/filekind"
 )
 
 // File is an open file of an FS.
@@ -43,7 +44,10 @@ type FS interface {
 // OSFS is the real file system.
 type OSFS struct{}
 
-func (OSFS) Open(name string) (File, error) { return os.Open(name) }
+// Open refuses what is not a regular file before opening it: a named
+// pipe inside an artifact would block the open, and the operation's
+// context with it, until some writer came.
+func (OSFS) Open(name string) (File, error) { return filekind.Open(name) }
 func (OSFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
 	return os.OpenFile(name, flag, perm)
 }

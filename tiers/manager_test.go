@@ -6,8 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gguftool/gguftool/internal/filekind"
 )
 
 // diskSetup makes tiers under a temporary directory with the fixture's
@@ -342,9 +345,38 @@ func TestUnknownTierIsAConfigError(t *testing.T) {
 	m, _ := diskSetup(t, []string{"hot:hot:0", "cold:cold:0"}, map[string][]string{"hot": {"small.gguf"}})
 	_, scrubErr := m.Scrub(ctx, []string{"nvme"}, 0)
 	_, hotErr := m.Config.HotTier("nvme")
-	for what, err := range map[string]error{"scrub": scrubErr, "hot tier": hotErr} {
+	// The destination is checked even when the tier already has the room.
+	_, evictErr := m.Evict(ctx, mustTier(t, m.Config, "hot"), 1, "nvme", "", true)
+	for what, err := range map[string]error{"scrub": scrubErr, "hot tier": hotErr, "evict --copy-to": evictErr} {
 		if !errors.Is(err, ErrConfig) || errors.Is(err, ErrNoArtifact) || !strings.Contains(err.Error(), `no tier "nvme" (the tiers are hot, cold)`) {
 			t.Errorf("%s of an unknown tier: %v; want a configuration error listing the tiers", what, err)
 		}
+	}
+}
+
+// TestOSFSRefusesAPipe: a named pipe inside an artifact is refused when
+// the migration engine opens it, instead of blocking the open (and the
+// operation's context and locks with it) until a writer comes.
+func TestOSFSRefusesAPipe(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "blk.0.experts")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no named pipes here:", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		f, err := OSFS{}.Open(fifo)
+		if err == nil {
+			f.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, filekind.ErrWrongKind) {
+			t.Fatalf("opening a named pipe: %v, want filekind.ErrWrongKind", err)
+		}
+	case <-time.After(5 * time.Second):
+		os.WriteFile(fifo, nil, 0) // unblock the open so the test can end
+		t.Fatal("opening a named pipe blocked")
 	}
 }

@@ -24,11 +24,7 @@ func roleRank(r Role) int {
 // HotTier is the tier called name, or the first hot tier when name is "".
 func (c *Config) HotTier(name string) (*Tier, error) {
 	if name != "" {
-		t, ok := c.Tier(name)
-		if !ok {
-			return nil, c.unknownTier(name)
-		}
-		return t, nil
+		return c.Named(name)
 	}
 	for _, t := range c.Tiers {
 		if t.Role == Hot {
@@ -121,9 +117,9 @@ func (m *Manager) alreadyHot(l *Location, dryRun bool) (*Result, *EvictResult, e
 	if dryRun {
 		return res, nil, nil
 	}
-	unlock, err := m.Locker.Lock(m.FS, l.Tier.Root, l.Artifact.Name, false)
+	unlock, err := m.ShareLock(l.Tier, l.Artifact.Name)
 	if err != nil {
-		return nil, nil, relabel(err, l.Tier)
+		return nil, nil, err
 	}
 	defer unlock()
 	return res, nil, Touch(m.FS, m.Locker, l.Tier.Root, l.Artifact.Name, m.now())
@@ -160,6 +156,13 @@ type Skipped struct {
 // use, without a twin, or whose twin does not verify stay and are listed
 // with the reason. keep is never evicted (the artifact being brought in).
 func (m *Manager) Evict(ctx context.Context, t *Tier, free int64, copyTo, keep string, dryRun bool) (*EvictResult, error) {
+	var dest *Tier
+	if copyTo != "" {
+		var err error
+		if dest, err = m.Config.Named(copyTo); err != nil {
+			return nil, err
+		}
+	}
 	room, err := m.Room(t)
 	if err != nil {
 		return nil, err
@@ -167,13 +170,6 @@ func (m *Manager) Evict(ctx context.Context, t *Tier, free int64, copyTo, keep s
 	r := &EvictResult{Tier: t.Name, Wanted: free, Before: room.Available, After: room.Available, DryRun: dryRun}
 	if room.Available >= free {
 		return r, nil
-	}
-	var dest *Tier
-	if copyTo != "" {
-		var ok bool
-		if dest, ok = m.Config.Tier(copyTo); !ok {
-			return r, m.Config.unknownTier(copyTo)
-		}
 	}
 	all, err := Scan(m.FS, t.Root)
 	if err != nil {
@@ -313,13 +309,13 @@ func (m *Manager) Recover(ctx context.Context, mode RecoverMode) ([]Recovered, e
 				case errors.As(err, &offline):
 					rec.Outcome = "offline"
 					m.notef("%v", err)
-				case errors.As(err, &rolledBack):
-					// Undone rather than finished: settled, but the user must
-					// hear why.
-					rec.Outcome = "rolled-back"
-					errs = append(errs, fmt.Errorf("recovering %s of %s (journal %s): %w", j.Op, j.Artifact, j.ID, err))
 				default:
 					rec.Outcome = "failed"
+					if errors.As(err, &rolledBack) {
+						// Undone rather than finished: settled, but the
+						// user must hear why.
+						rec.Outcome = "rolled-back"
+					}
 					errs = append(errs, fmt.Errorf("recovering %s of %s (journal %s): %w", j.Op, j.Artifact, j.ID, err))
 				}
 			}
@@ -361,7 +357,7 @@ func (m *Manager) recoverOne(ctx context.Context, j *Journal, t *Tier, mode Reco
 		m.hook("journal:rolled-back")
 		rec.Outcome = "rolled-back"
 	default:
-		rec.Outcome = "pending"
+		rec.Outcome = OutcomePending
 		m.notef("an interrupted %s of %s from %s to %s (%d of %d bytes copied) is pending: re-run it to resume, or run `gguftool tiers recover` (--rollback to undo)",
 			j.Op, j.Artifact, j.Source.Tier, j.Dest.Tier, journalCopied(j), journalSize(j))
 	}
@@ -464,8 +460,8 @@ func (m *Manager) Scrub(ctx context.Context, names []string, olderThan time.Dura
 		}
 	}
 	for _, n := range names {
-		if _, ok := m.Config.Tier(n); !ok {
-			return nil, m.Config.unknownTier(n)
+		if _, err := m.Config.Named(n); err != nil {
+			return nil, err
 		}
 	}
 	r := &ScrubResult{}

@@ -112,13 +112,13 @@ func migrateRun(ctx context.Context, o *MigrateOptions) error {
 		return err
 	}
 	defer m.Close()
-	to, ok := m.Config.Tier(o.To)
-	if !ok {
-		return cmdutil.FlagErrorf("migrate: no tier %q in %s", o.To, m.Config.Path)
+	to, err := m.Config.Named(o.To)
+	if err != nil {
+		return fmt.Errorf("--to: %w", err)
 	}
 	if o.From != "" {
-		if _, ok := m.Config.Tier(o.From); !ok {
-			return cmdutil.FlagErrorf("migrate: no tier %q in %s", o.From, m.Config.Path)
+		if _, err := m.Config.Named(o.From); err != nil {
+			return fmt.Errorf("--from: %w", err)
 		}
 	}
 	name, _, err := m.Resolve(o.Artifact)
@@ -200,11 +200,6 @@ func ensureHotRun(ctx context.Context, o *EnsureHotOptions) error {
 		return err
 	}
 	defer m.Close()
-	if o.Tier != "" {
-		if _, ok := m.Config.Tier(o.Tier); !ok {
-			return cmdutil.FlagErrorf("ensure-hot: no tier %q in %s", o.Tier, m.Config.Path)
-		}
-	}
 	hot, err := m.Config.HotTier(o.Tier)
 	if err != nil {
 		return err

@@ -492,9 +492,9 @@ func tiersEvictRun(ctx context.Context, o *TiersEvictOptions) error {
 		return err
 	}
 	defer m.Close()
-	t, ok := m.Config.Tier(o.Tier)
-	if !ok {
-		return cmdutil.FlagErrorf("tiers evict: no tier %q in %s", o.Tier, m.Config.Path)
+	t, err := m.Config.Named(o.Tier)
+	if err != nil {
+		return fmt.Errorf("--tier: %w", err)
 	}
 	m.AllowCachedDigests, m.BWLimit = o.AllowCache, o.BWLimit
 	r, err := m.Evict(ctx, t, o.Free, o.CopyTo, "", o.DryRun)
