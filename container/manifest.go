@@ -196,7 +196,7 @@ func ParseManifest(data []byte, name string) (*Manifest, error) {
 		return nil, err
 	}
 	names := map[string]bool{}
-	for _, s := range m.Source {
+	for i, s := range m.Source {
 		if s.Name == "" || strings.ContainsAny(s.Name, "/\\") || s.Name == "." || s.Name == ".." {
 			return nil, bad("source shard name %q is not a plain file name", s.Name)
 		}
@@ -207,12 +207,17 @@ func ParseManifest(data []byte, name string) (*Manifest, error) {
 		if err := file(s.Skeleton.File); err != nil {
 			return nil, err
 		}
-		var at int64
+		var at, tensorBytes int64 // the tensors do not overlap, so their sum fits in the shard
 		for _, t := range s.Tensors {
 			if t.Offset < at || t.Size < 0 || t.Offset > s.Size || t.Size > s.Size-t.Offset {
 				return nil, bad("shard %s: tensor %q at %d+%d overlaps or leaves the %d-byte file", s.Name, t.Name, t.Offset, t.Size, s.Size)
 			}
 			at = t.Offset + t.Size
+			tensorBytes += t.Size
+		}
+		if s.Size < 0 || s.Skeleton.Size != s.Size-tensorBytes {
+			return nil, bad("source[%d].skeleton.size is %d, but shard %s (%d bytes) less its tensors (%d bytes) leaves %d",
+				i, s.Skeleton.Size, s.Name, s.Size, tensorBytes, s.Size-tensorBytes)
 		}
 	}
 	layers := map[int]bool{}
@@ -237,16 +242,6 @@ func ParseManifest(data []byte, name string) (*Manifest, error) {
 	// is not there or skip one that is.
 	if !slices.Equal(m.MoE.Layers, listed) {
 		return nil, bad("moe.layers is %v, but containers list layers %v", m.MoE.Layers, listed)
-	}
-	for i, s := range m.Source {
-		var tensorBytes int64
-		for _, t := range s.Tensors {
-			tensorBytes += t.Size
-		}
-		if s.Size < 0 || s.Skeleton.Size != s.Size-tensorBytes {
-			return nil, bad("source[%d].skeleton.size is %d, but shard %s (%d bytes) less its tensors (%d bytes) leaves %d",
-				i, s.Skeleton.Size, s.Name, s.Size, tensorBytes, s.Size-tensorBytes)
-		}
 	}
 	return &m, nil
 }

@@ -190,13 +190,13 @@ func (p *OpenPack) rebuild(ctx context.Context, s SourceShard, path string, prog
 		return &CorruptError{File: filepath.Join(p.Dir, s.Skeleton.File), Offset: s.Skeleton.Size, Layer: -1, Expert: -1, Msg: "skeleton is longer than the shard needs"}
 	}
 	if got := DigestOf(skelHash.Sum128()); got != s.Skeleton.XXH3 {
-		return &CorruptError{File: filepath.Join(p.Dir, s.Skeleton.File), Offset: -1, Layer: -1, Expert: -1, Msg: fmt.Sprintf("digest %s, pack.json recorded %s", got, s.Skeleton.XXH3)}
+		return finding(filepath.Join(p.Dir, s.Skeleton.File), -1, -1, "digest %s, pack.json recorded %s", got, s.Skeleton.XXH3)
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
 	if got := DigestOf(hash.Sum128()); got != s.XXH3 {
-		return &CorruptError{File: path, Offset: -1, Layer: -1, Expert: -1, Msg: fmt.Sprintf("rebuilt shard has digest %s, the source had %s; not published", got, s.XXH3)}
+		return finding(path, -1, -1, "rebuilt shard has digest %s, the source had %s; not published", got, s.XXH3)
 	}
 	return f.Commit()
 }
