@@ -11,10 +11,10 @@ import (
 	"slices"
 
 	"github.com/zeebo/xxh3"
-	"golang.org/x/sys/unix"
 
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/atomicfile"
+	"github.com/gguftool/gguftool/internal/diskfree"
 )
 
 // PackOptions tune Pack.
@@ -134,14 +134,6 @@ func streamOrder(s *gguf.Set) []*gguf.SetTensor {
 	return ts
 }
 
-func freeBytes(dir string) (int64, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return 0, err
-	}
-	return int64(st.Bavail) * int64(st.Bsize), nil
-}
-
 // Pack reads the GGUF set at src once, front to back, and writes the pack
 // to dir, which must not exist. Everything is built in a hidden sibling
 // directory and renamed into place only when complete, so an interrupted
@@ -162,7 +154,7 @@ func Pack(ctx context.Context, src, dir string, o PackOptions) (*Manifest, error
 	parent := filepath.Dir(filepath.Clean(dir))
 	free := o.Free
 	if free == nil {
-		free = freeBytes
+		free = diskfree.Available
 	}
 	if avail, err := free(parent); err != nil {
 		return nil, fmt.Errorf("container: checking free space in %s: %w", parent, err)

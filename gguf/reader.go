@@ -666,7 +666,7 @@ func (d *decoder) array(elem ValueType, n int) (Value, error) {
 
 // fixedElem is the array element types of fixed size.
 type fixedElem interface {
-	uint8 | int8 | uint16 | int16 | uint32 | int32 | float32 | bool | uint64 | int64 | float64
+	integer | float32 | float64 | bool
 }
 
 // fixedArray decodes n little-endian elements of type T, a few kilobytes
@@ -684,7 +684,7 @@ func fixedArray[T fixedElem](d *decoder, n int) (Value, error) {
 			return Value{}, err
 		}
 		if _, err := binary.Decode(b, binary.LittleEndian, a[base:base+k]); err != nil {
-			return Value{}, fmt.Errorf("gguf: %s: decoding %s%s: %w", d.name, arrayElement, d.where(), err)
+			panic("gguf: fixedArray: " + err.Error()) // b holds exactly k elements of a fixed-size type
 		}
 		base += k
 	}

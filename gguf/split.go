@@ -336,6 +336,25 @@ func ShardKVs(kvs []KV, no, count, totalTensors int) []KV {
 	)
 }
 
+// SplitSizes are the sizes of the shards WriteSplit writes for kvs and
+// tensors, in order, found without reading any data.
+func SplitSizes(kvs []KV, tensors []TensorInfo, split SplitOptions) ([]int64, error) {
+	plan := PlanSplit(tensors, split)
+	sizes := make([]int64, len(plan))
+	for no, idx := range plan {
+		part := make([]TensorInfo, len(idx))
+		for k, i := range idx {
+			part[k] = tensors[i]
+		}
+		n, err := EncodedSize(ShardKVs(kvs, no, len(plan), len(tensors)), part)
+		if err != nil {
+			return nil, err
+		}
+		sizes[no] = n
+	}
+	return sizes, nil
+}
+
 // WriteSplit writes tensors as a split set <prefix>-NNNNN-of-MMMMM.gguf
 // and returns the shard paths. If the plan yields one shard, it still
 // writes a one-shard set (as gguf-split does). Every shard is written to a

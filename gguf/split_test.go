@@ -303,3 +303,42 @@ func TestWriterRefuses(t *testing.T) {
 		t.Error("duplicate key accepted")
 	}
 }
+
+// TestPlannedSizesAreWhatIsWritten: EncodedSize and SplitSizes, which
+// read no data, give the sizes Encode and WriteSplit then write.
+func TestPlannedSizesAreWhatIsWritten(t *testing.T) {
+	kvs, tensors := smallModel(t)
+	infos := make([]TensorInfo, len(tensors))
+	for i := range tensors {
+		infos[i] = tensors[i].TensorInfo
+	}
+	if n, err := EncodedSize(kvs, infos); err != nil || n != int64(len(encode(t, kvs, tensors))) {
+		t.Errorf("EncodedSize = %d, %v; Encode wrote %d bytes", n, err, len(encode(t, kvs, tensors)))
+	}
+	if n, err := EncodedSize(kvs, nil); err != nil || n != int64(len(encode(t, kvs, nil))) {
+		t.Errorf("EncodedSize without tensors = %d, %v; Encode wrote %d bytes", n, err, len(encode(t, kvs, nil)))
+	}
+	for _, split := range []SplitOptions{{MaxTensors: 2}, {MaxBytes: 600}} {
+		kvs, tensors := smallModel(t) // fresh readers
+		planned, err := SplitSizes(kvs, infos, split)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths, err := WriteSplit(context.Background(), filepath.Join(t.TempDir(), "m"), kvs, tensors, split, WriteOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(paths) != len(planned) {
+			t.Fatalf("split %+v: planned %d shards, wrote %d", split, len(planned), len(paths))
+		}
+		for i, p := range paths {
+			st, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Size() != planned[i] {
+				t.Errorf("split %+v: shard %d planned %d bytes, wrote %d", split, i, planned[i], st.Size())
+			}
+		}
+	}
+}

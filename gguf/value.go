@@ -252,9 +252,14 @@ func (v Value) Ints() ([]int64, bool) {
 	return nil, false
 }
 
+// integer is the integer element types a GGUF array can hold.
+type integer interface {
+	uint8 | int8 | uint16 | int16 | uint32 | int32 | uint64 | int64
+}
+
 // widen converts integers to int64s; it fails on a uint64 above
 // math.MaxInt64, the only element that can wrap negative.
-func widen[T uint8 | int8 | uint16 | int16 | uint32 | int32 | uint64 | int64](a []T) ([]int64, bool) {
+func widen[T integer](a []T) ([]int64, bool) {
 	out := make([]int64, len(a))
 	for i, x := range a {
 		if x > 0 && int64(x) < 0 {

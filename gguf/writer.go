@@ -133,26 +133,8 @@ func Encode(ctx context.Context, w io.Writer, kvs []KV, tensors []TensorSource, 
 
 	cw := &countingWriter{w: w, progress: opts.Progress}
 	bw := bufio.NewWriterSize(cw, 1<<20)
-	e := &encoder{w: bw}
-	e.bytes([]byte(Magic))
-	e.u32(version)
-	e.u64(uint64(len(tensors)))
-	e.u64(uint64(len(kvs)))
-	for _, kv := range kvs {
-		e.str(kv.Key)
-		e.value(kv.Value)
-	}
-	for _, t := range infos {
-		e.str(t.Name)
-		e.u32(uint32(len(t.Shape)))
-		for _, d := range t.Shape {
-			e.u64(uint64(d))
-		}
-		e.u32(uint32(t.Type))
-		e.u64(uint64(t.Offset))
-	}
-	if e.err != nil {
-		return cw.n, e.err
+	if err := encodeHeader(bw, version, kvs, infos); err != nil {
+		return cw.n, err
 	}
 	if len(tensors) > 0 {
 		if err := writeZeros(bw, padTo(cw.n+int64(bw.Buffered()), align)-(cw.n+int64(bw.Buffered()))); err != nil {
@@ -178,6 +160,53 @@ func Encode(ctx context.Context, w io.Writer, kvs []KV, tensors []TensorSource, 
 		return cw.n, err
 	}
 	return cw.n, nil
+}
+
+// encodeHeader writes the header: magic, version, counts, the key-value
+// pairs and the tensor infos (with their offsets), unpadded.
+func encodeHeader(w *bufio.Writer, version uint32, kvs []KV, infos []TensorInfo) error {
+	e := &encoder{w: w}
+	e.bytes([]byte(Magic))
+	e.u32(version)
+	e.u64(uint64(len(infos)))
+	e.u64(uint64(len(kvs)))
+	for _, kv := range kvs {
+		e.str(kv.Key)
+		e.value(kv.Value)
+	}
+	for _, t := range infos {
+		e.str(t.Name)
+		e.u32(uint32(len(t.Shape)))
+		for _, d := range t.Shape {
+			e.u64(uint64(d))
+		}
+		e.u32(uint32(t.Type))
+		e.u64(uint64(t.Offset))
+	}
+	return e.err
+}
+
+// EncodedSize is the number of bytes Encode writes for kvs and tensors in
+// version 3, data included, found without reading any data: a caller can
+// check the room for a file before writing it.
+func EncodedSize(kvs []KV, tensors []TensorInfo) (int64, error) {
+	infos, data, err := Layout(kvs, tensors)
+	if err != nil {
+		return 0, err
+	}
+	cw := &countingWriter{w: io.Discard}
+	bw := bufio.NewWriter(cw)
+	if err := encodeHeader(bw, 3, kvs, infos); err != nil {
+		return 0, err
+	}
+	if err := bw.Flush(); err != nil {
+		return 0, err
+	}
+	if len(tensors) == 0 {
+		return cw.n, nil
+	}
+	align, _ := alignmentOf(kvs)
+	return padTo(cw.n, align) + data, nil
 }
 
 // WriteFile writes a GGUF file to path atomically: nothing appears under

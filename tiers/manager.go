@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gguftool/gguftool/internal/atomicfile"
+	"github.com/gguftool/gguftool/internal/diskfree"
 	"github.com/gguftool/gguftool/internal/ioengine"
 	"github.com/gguftool/gguftool/internal/iostreams"
 )
@@ -88,7 +89,7 @@ func NewManager(c *Config) (*Manager, error) {
 	}
 	return &Manager{
 		Config: c, FS: OSFS{}, Locker: FlockLocker{}, Hasher: &EngineHasher{Engine: eng},
-		Space: diskFree, Now: time.Now, engine: eng,
+		Space: diskfree.Available, Now: time.Now, engine: eng,
 	}, nil
 }
 

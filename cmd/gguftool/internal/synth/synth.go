@@ -4,17 +4,16 @@ package synth
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/gguf/quant"
+	"github.com/gguftool/gguftool/internal/diskfree"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/synth"
 )
@@ -222,7 +221,7 @@ func Write(ctx context.Context, opts *SynthOptions) ([]string, error) {
 		return nil, err
 	}
 	splitting := opts.Split.MaxTensors > 0 || opts.Split.MaxBytes > 0
-	if err := checkFreeSpace(ctx, opts, kvs, infos, splitting); err != nil {
+	if err := checkFreeSpace(opts, kvs, infos, splitting); err != nil {
 		return nil, err
 	}
 	wopts := gguf.WriteOptions{}
@@ -244,22 +243,15 @@ func Write(ctx context.Context, opts *SynthOptions) ([]string, error) {
 // checkFreeSpace refuses a model that would not fit in the free space of
 // the output directory's file system: each file is written whole beside
 // its final name before it is renamed into place.
-func checkFreeSpace(ctx context.Context, opts *SynthOptions, kvs []gguf.KV, infos []gguf.TensorInfo, splitting bool) error {
-	shards := [][]int{make([]int, len(infos))}
-	for i := range shards[0] {
-		shards[0][i] = i
-	}
-	if splitting {
-		shards = gguf.PlanSplit(infos, opts.Split)
-	}
-	planned, err := plannedBytes(ctx, kvs, infos, shards, splitting)
+func checkFreeSpace(opts *SynthOptions, kvs []gguf.KV, infos []gguf.TensorInfo, splitting bool) error {
+	planned, err := plannedSize(kvs, infos, opts.Split, splitting)
 	if err != nil {
 		return err
 	}
 	dir := filepath.Dir(opts.Output)
 	free := opts.Free
 	if free == nil {
-		free = diskFree
+		free = diskfree.Available
 	}
 	avail, err := free(dir)
 	if err != nil {
@@ -272,42 +264,18 @@ func checkFreeSpace(ctx context.Context, opts *SynthOptions, kvs []gguf.KV, info
 	return nil
 }
 
-// plannedBytes is the size of the files Write writes: for each shard its
-// header (metadata, then tensor infos, padded to the alignment) and its
-// tensors' data, each padded to the alignment. synth never sets
-// general.alignment, so the alignment is GGUF's default.
-func plannedBytes(ctx context.Context, kvs []gguf.KV, infos []gguf.TensorInfo, shards [][]int, splitting bool) (int64, error) {
-	const align = gguf.DefaultAlignment
-	padded := func(n int64) int64 { return (n + align - 1) / align * align }
+// plannedSize is the number of bytes Write will write: the file, or every
+// shard of the split set.
+func plannedSize(kvs []gguf.KV, infos []gguf.TensorInfo, split gguf.SplitOptions, splitting bool) (int64, error) {
+	if !splitting {
+		return gguf.EncodedSize(kvs, infos)
+	}
+	sizes, err := gguf.SplitSizes(kvs, infos, split)
 	var total int64
-	for no, idx := range shards {
-		shardKVs := kvs
-		if splitting {
-			shardKVs = gguf.ShardKVs(kvs, no, len(shards), len(infos))
-		}
-		// The metadata's size is what the encoder writes for it.
-		header, err := gguf.Encode(ctx, io.Discard, shardKVs, nil, gguf.WriteOptions{})
-		if err != nil {
-			return 0, err
-		}
-		var data int64
-		for _, i := range idx {
-			t := infos[i]
-			header += 8 + int64(len(t.Name)) + 4 + 8*int64(len(t.Shape)) + 4 + 8 // name, dims, shape, type, offset
-			data += padded(t.Bytes())
-		}
-		total += padded(header) + data
+	for _, n := range sizes {
+		total += n
 	}
-	return total, nil
-}
-
-// diskFree is statfs's bytes available to unprivileged users under dir.
-func diskFree(dir string) (int64, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return 0, &os.PathError{Op: "statfs", Path: dir, Err: err}
-	}
-	return int64(st.Bavail) * int64(st.Bsize), nil
+	return total, err
 }
 
 func synthRun(ctx context.Context, opts *SynthOptions) error {

@@ -104,15 +104,7 @@ func TestPlannedBytesAreWhatIsWritten(t *testing.T) {
 		for i := range tensors {
 			infos[i] = tensors[i].TensorInfo
 		}
-		shards := [][]int{nil}
-		for i := range infos {
-			shards[0] = append(shards[0], i)
-		}
-		splitting := split != (gguf.SplitOptions{})
-		if splitting {
-			shards = gguf.PlanSplit(infos, split)
-		}
-		if planned, err = plannedBytes(context.Background(), kvs, infos, shards, splitting); err != nil {
+		if planned, err = plannedSize(kvs, infos, split, split != (gguf.SplitOptions{})); err != nil {
 			t.Fatal(err)
 		}
 		paths, err := Write(context.Background(), opts)
