@@ -179,9 +179,6 @@ func benchServeRun(ctx context.Context, o *BenchServeOptions) error {
 	return nil
 }
 
-// loadTest serves m on a loopback port, drives it with o.Clients clients
-// for o.Duration, shuts it down, and records in res what the clients got
-// and what the server counted.
 // benchPromptRoom is the context a bench request's prompt ("client C
 // request R:") can take, whatever the vocabulary: one token per byte.
 const benchPromptRoom = 64
@@ -204,6 +201,9 @@ func checkMaxTokens(maxTokens, modelContext int) error {
 	return nil
 }
 
+// loadTest serves m on a loopback port, drives it with o.Clients clients
+// for o.Duration, shuts it down, and records in res what the clients got
+// and what the server counted.
 func loadTest(ctx context.Context, o *BenchServeOptions, m *engine.Model, res *ServeResult) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -196,6 +196,3 @@ func EnvOr(name, def string) string {
 	}
 	return def
 }
-
-// IsNotFound reports whether err means a missing file.
-func IsNotFound(err error) bool { return errors.Is(err, os.ErrNotExist) }

@@ -248,15 +248,15 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		fmt.Fprint(opts.IO.Out, text[len(printed):])
 	}
 	fmt.Fprintln(opts.IO.Out)
-	PrintTelemetry(opts.IO, gen.Telemetry, m.Experts().Stats())
+	printTelemetry(opts.IO, gen.Telemetry)
 	if ts != nil {
 		fmt.Fprintf(opts.IO.ErrOut, "trace: %d routing events over %d steps in %s\n", ts.Events, ts.Steps, ts.File)
 	}
 	return nil
 }
 
-// PrintTelemetry writes a generation's speed and expert traffic to stderr.
-func PrintTelemetry(io *iostreams.IOStreams, t engine.Telemetry, total engine.SourceStats) {
+// printTelemetry writes a generation's speed and expert traffic to stderr.
+func printTelemetry(io *iostreams.IOStreams, t engine.Telemetry) {
 	fmt.Fprintf(io.ErrOut, "prefill: %d tokens in %.3f s (%.1f tok/s); decode: %d tokens in %.3f s (%.1f tok/s); cache %s at start\n",
 		t.PromptTokens, t.PrefillSeconds, t.PrefillTokPerS, t.GeneratedTokens, t.DecodeSeconds, t.DecodeTokPerS, t.CacheState)
 	fmt.Fprintf(io.ErrOut, "prefill %s\n", runflags.Describe(t.Prefill))

@@ -173,7 +173,8 @@ func (o *ServeOptions) validate() error {
 	case o.LogFormat != "text" && o.LogFormat != "json":
 		return cmdutil.FlagErrorf("--log-format %q: want text or json", o.LogFormat)
 	}
-	return nil
+	_, err := o.Flags.Options() // the model flags, checked before anything loads
+	return err
 }
 
 // checkAddr refuses a listen address that is not HOST:PORT, HOST empty,
@@ -231,10 +232,6 @@ func loopback(addr string) bool {
 // other commands' run functions, so that the end-to-end tests can wrap it
 // to learn the address through ServeOptions.Ready.
 func ServeRun(ctx context.Context, o *ServeOptions) error {
-	// The flags are checked before the lease is taken or anything loads.
-	if _, err := o.Flags.Options(); err != nil {
-		return err
-	}
 	var handler slog.Handler = slog.NewTextHandler(o.IO.ErrOut, nil)
 	if o.LogFormat == "json" {
 		handler = slog.NewJSONHandler(o.IO.ErrOut, nil)

@@ -52,11 +52,7 @@ func (c *baseOptions) addFlags(cmd *cobra.Command) {
 // given), read from the configuration open would load.
 func (c *baseOptions) completeTiers(cmd *cobra.Command, roles []tiers.Role, flags ...string) {
 	complete := func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		path, err := tiers.ConfigPath(c.Config)
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		cfg, err := tiers.LoadConfig(path)
+		cfg, err := c.config()
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
@@ -73,6 +69,16 @@ func (c *baseOptions) completeTiers(cmd *cobra.Command, roles []tiers.Role, flag
 	}
 }
 
+// config reads the configuration --config, $GGUFTOOL_CONFIG or the
+// default location names.
+func (c *baseOptions) config() (*tiers.Config, error) {
+	path, err := tiers.ConfigPath(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	return tiers.LoadConfig(path)
+}
+
 // How open runs the automatic recovery.
 type recovery int
 
@@ -86,11 +92,7 @@ const (
 // command's streams, after the automatic recovery (RecoverAuto) unless
 // rec is noRecovery.
 func (c *baseOptions) open(ctx context.Context, rec recovery) (*tiers.Manager, error) {
-	path, err := tiers.ConfigPath(c.Config)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := tiers.LoadConfig(path)
+	cfg, err := c.config()
 	if err != nil {
 		return nil, err
 	}

@@ -253,8 +253,5 @@ func twinsVerifyRun(ctx context.Context, o *TwinsVerifyOptions) error {
 			fmt.Fprintf(o.IO.Out, "%s is not a twin of %s (reached level %s)\n", o.Cold, o.Hot, r.Level)
 		}
 	}
-	if err != nil && errors.Is(err, tiers.ErrNotTwin) {
-		return &cmdutil.ExitError{Code: cmdutil.ExitCorrupt, Err: err}
-	}
-	return err
+	return err // tiers.ErrNotTwin is exit code 3
 }
