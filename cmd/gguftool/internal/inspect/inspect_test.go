@@ -13,7 +13,6 @@ import (
 	"github.com/gguftool/gguftool/container"
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/iostreams"
-	"github.com/gguftool/gguftool/synth"
 )
 
 func TestNewCmdInspect(t *testing.T) {
@@ -32,20 +31,7 @@ func TestNewCmdInspect(t *testing.T) {
 // pack.json claiming 2^40 experts, is refused as corrupt (exit 3), naming
 // the file to blame, with nothing on stdout.
 func TestPackWithMissingOrMisdescribedFiles(t *testing.T) {
-	dir := t.TempDir()
-	c := synth.Defaults("qwen3moe")
-	kvs, tensors, err := c.Model()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := filepath.Join(dir, "m.gguf")
-	if err := gguf.WriteFile(context.Background(), src, kvs, tensors, gguf.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pack := filepath.Join(dir, "pack")
-	if _, err := container.Pack(context.Background(), src, pack, container.PackOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	pack := cmdtest.TinyPack(t)
 	inspect := func() (string, error) {
 		ios, out, _ := iostreams.Test()
 		err := inspectRun(context.Background(), &InspectOptions{IO: ios, Path: pack})

@@ -3,7 +3,6 @@ package serve
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/runflags"
-	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/synth"
 )
@@ -84,15 +82,8 @@ func TestNewCmdServe(t *testing.T) {
 func TestServeRunContext(t *testing.T) {
 	cmdtest.UnsetEnv(t)
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // no storage tiers, no lease
-	c := synth.Defaults("qwen3moe")
-	kvs, tensors, err := c.Model()
-	if err != nil {
-		t.Fatal(err)
-	}
-	model := filepath.Join(t.TempDir(), "m.gguf")
-	if err := gguf.WriteFile(context.Background(), model, kvs, tensors, gguf.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c := synth.Defaults("qwen3moe")          // the model TinyModel writes
+	model := cmdtest.TinyModel(t, t.TempDir())
 	for _, tc := range []struct {
 		name                      string
 		ctx, maxTokens, defaultMT int

@@ -14,7 +14,6 @@ import (
 	"github.com/gguftool/gguftool/container"
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/iostreams"
-	"github.com/gguftool/gguftool/synth"
 )
 
 func TestNewCmdVerify(t *testing.T) {
@@ -26,21 +25,6 @@ func TestNewCmdVerify(t *testing.T) {
 		{Name: "two paths", Args: "a b", WantErr: "got 2 argument(s)"},
 		{Name: "against without a value", Args: "m.gguf --against", WantErr: "flag needs an argument: --against"},
 	})
-}
-
-// model writes the synthesized qwen3moe model to dir/m.gguf.
-func model(t *testing.T, dir string) string {
-	t.Helper()
-	c := synth.Defaults("qwen3moe")
-	kvs, tensors, err := c.Model()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "m.gguf")
-	if err := gguf.WriteFile(context.Background(), path, kvs, tensors, gguf.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // jsonFinding is a finding as a script reads it: an absent offset is nil.
@@ -76,7 +60,7 @@ func verifyJSON(t *testing.T, path string) ([]jsonFinding, int) {
 // file.
 func TestFindingCarriesFileAndOffset(t *testing.T) {
 	dir := t.TempDir()
-	src := model(t, dir)
+	src := cmdtest.TinyModel(t, dir)
 	data, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +88,7 @@ func TestFindingCarriesFileAndOffset(t *testing.T) {
 func TestPackFindingsNameTheFile(t *testing.T) {
 	dir := t.TempDir()
 	pack := filepath.Join(dir, "pack")
-	if _, err := container.Pack(context.Background(), model(t, dir), pack, container.PackOptions{}); err != nil {
+	if _, err := container.Pack(context.Background(), cmdtest.TinyModel(t, dir), pack, container.PackOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	manifest := filepath.Join(pack, container.ManifestName)

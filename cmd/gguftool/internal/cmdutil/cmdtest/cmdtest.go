@@ -138,23 +138,30 @@ func UnsetEnv(t *testing.T) {
 	}
 }
 
-// TinyPack writes the tiny default qwen3moe model (2 layers of 8 experts)
-// into a temporary directory, packs it, and returns the pack's path: the
-// smallest model a command that runs one can be tested on.
-func TinyPack(t *testing.T) string {
+// TinyModel writes the tiny default qwen3moe model (2 layers of 8
+// experts) to dir/m.gguf and returns its path: the smallest model a
+// command that reads one can be tested on.
+func TinyModel(t *testing.T, dir string) string {
 	t.Helper()
 	c := synth.Defaults("qwen3moe")
 	kvs, tensors, err := c.Model()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "m.gguf")
-	if err := gguf.WriteFile(context.Background(), src, kvs, tensors, gguf.WriteOptions{}); err != nil {
+	path := filepath.Join(dir, "m.gguf")
+	if err := gguf.WriteFile(context.Background(), path, kvs, tensors, gguf.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+// TinyPack packs TinyModel into a temporary directory and returns the
+// pack's path.
+func TinyPack(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
 	pack := filepath.Join(dir, "m.pack")
-	if _, err := container.Pack(context.Background(), src, pack, container.PackOptions{}); err != nil {
+	if _, err := container.Pack(context.Background(), TinyModel(t, dir), pack, container.PackOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return pack
