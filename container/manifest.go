@@ -46,6 +46,9 @@ type Manifest struct {
 	Source     []SourceShard  `json:"source"`
 	Resident   ResidentFile   `json:"resident"`
 	Containers []ContainerRef `json:"containers"`
+	// Sum is the XXH3-128 of the pack.json bytes the manifest was parsed
+	// from: the pack's identity, which traces and resident tiers record.
+	Sum xxh3.Uint128 `json:"-"`
 }
 
 // Producer names the tool that wrote the pack.
@@ -243,6 +246,7 @@ func ParseManifest(data []byte, name string) (*Manifest, error) {
 	if !slices.Equal(m.MoE.Layers, listed) {
 		return nil, bad("moe.layers is %v, but containers list layers %v", m.MoE.Layers, listed)
 	}
+	m.Sum = xxh3.Hash128(data)
 	return &m, nil
 }
 

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -130,14 +129,7 @@ func (m *Model) openPack(dir string, o Options) error {
 	if m.Hparams, err = ReadHparams(m.Meta); err != nil {
 		return err
 	}
-	manifest, err := os.ReadFile(filepath.Join(dir, container.ManifestName))
-	if err != nil {
-		return err
-	}
-	if m.digest, err = identity(bytes.NewReader(manifest), int64(len(manifest))); err != nil {
-		return err
-	}
-	m.packDigest = container.DigestOf(xxh3.Hash128(manifest))
+	m.digest, m.packDigest = p.Manifest.Sum.Bytes(), container.DigestOf(p.Manifest.Sum)
 	if o.ResidentExperts {
 		res, err := loadPackResident(p, m.Hparams, &m.mem)
 		if err != nil {

@@ -76,7 +76,7 @@ func openSource(ctx context.Context, src string, o *Options) (*source, error) {
 		for _, sh := range m.Source {
 			out.ident.Shards = append(out.ident.Shards, SourceFile{Name: sh.Name, Size: sh.Size, XXH3: sh.XXH3})
 		}
-		if out.pack, err = packRef(ctx, src); err != nil {
+		if out.pack, err = packRef(src, m); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -105,7 +105,7 @@ func openSource(ctx context.Context, src string, o *Options) (*source, error) {
 			s.Close()
 			return nil, err
 		}
-		if out.pack, err = packRef(ctx, o.Pack); err != nil {
+		if out.pack, err = packRef(o.Pack, m); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -114,16 +114,14 @@ func openSource(ctx context.Context, src string, o *Options) (*source, error) {
 	return out, nil
 }
 
-func packRef(ctx context.Context, dir string) (*PackRef, error) {
-	_, d, err := container.HashFile(ctx, filepath.Join(dir, container.ManifestName), nil)
-	if err != nil {
-		return nil, err
-	}
+// packRef names the pack at dir, whose manifest is m, for a tier's
+// manifest: its absolute path and the digest of the pack.json read.
+func packRef(dir string, m *container.Manifest) (*PackRef, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
 	}
-	return &PackRef{Dir: abs, ManifestXXH3: d}, nil
+	return &PackRef{Dir: abs, ManifestXXH3: container.DigestOf(m.Sum)}, nil
 }
 
 // sameModel refuses to pair a tier with a pack of another model.
