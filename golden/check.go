@@ -14,10 +14,10 @@ import (
 	"github.com/gguftool/gguftool/engine"
 )
 
-// Result is how the runtime reproduced one fixture.
+// Result is how the engine reproduced one fixture.
 type Result struct {
 	Name string `json:"name"`
-	// Greedy is what the runtime generated; GreedyMatch how many of the
+	// Greedy is what the engine generated; GreedyMatch how many of the
 	// first ids equal the fixture's.
 	Greedy      []int `json:"greedy"`
 	GreedyMatch int   `json:"greedy_match"`
@@ -32,10 +32,10 @@ type Result struct {
 	OK                bool      `json:"ok"`
 }
 
-// Supported reports whether the runtime runs the fixture's architecture.
+// Supported reports whether the engine runs the fixture's architecture.
 func Supported(s Spec) bool { return slices.Contains(engine.Archs, s.Arch) }
 
-// Check runs the runtime on model (the fixture's model, or a pack of it)
+// Check runs the engine on model (the fixture's model, or a pack of it)
 // and compares with the fixture: greedy ids exactly, every log-probability
 // within the fixture's tolerance.
 func Check(ctx context.Context, f *Fixture, model string, o engine.Options) (*Result, error) {
@@ -124,7 +124,7 @@ type CheckResult struct {
 	OK      bool    `json:"ok"`
 }
 
-// CheckAll builds every fixture the runtime supports (or those named in
+// CheckAll builds every fixture the engine supports (or those named in
 // only) in dir, checks the GGUF against llama.cpp's recorded outputs,
 // then packs it and checks that streaming every expert through a one-slot
 // cache reproduces the GGUF run exactly. report, if set, gets each result

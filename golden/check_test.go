@@ -7,7 +7,7 @@ import (
 	"github.com/gguftool/gguftool/engine"
 )
 
-// TestRuntimeGoldens runs the runtime on every fixture of an architecture
+// TestRuntimeGoldens runs the engine on every fixture of an architecture
 // it supports and requires llama.cpp's greedy ids and log-probabilities.
 func TestRuntimeGoldens(t *testing.T) {
 	ctx := context.Background()

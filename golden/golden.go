@@ -1,7 +1,7 @@
 // Package golden holds gguftool's golden fixtures: small models that
 // synth makes from a seed, with the outputs llama.cpp (the independent
 // oracle, see internal/llamacpp) gives for them, recorded once and checked
-// in under golden/testdata. The runtime must reproduce them.
+// in under golden/testdata. The engine must reproduce them.
 //
 // A fixture file records how to make the model (the synth spec, the
 // equivalent command line and the file's sha256), how the oracle ran
@@ -186,8 +186,8 @@ type Fixture struct {
 	TeacherForced []llamacpp.Position `json:"teacher_forced"`
 }
 
-// Fixtures are the recorded models: the three runtime architectures in
-// F32 (the correctness gate) and Q8_0, split and unsplit; a Q4_K_M mix
+// Fixtures are the recorded models: the three architectures the engine
+// runs, in F32 (the correctness gate) and Q8_0, split and unsplit; a Q4_K_M mix
 // made by the quantizer; one larger model with a 512-token prompt; and
 // extra layouts llama.cpp must load.
 var Fixtures = []Spec{
@@ -333,7 +333,7 @@ func Record(ctx context.Context, o *llamacpp.Oracle, s Spec, model, sum string) 
 	return f, nil
 }
 
-// RouterMargins evaluates seq with the runtime and returns, per position,
+// RouterMargins evaluates seq with the engine and returns, per position,
 // the smallest router top-k margin over the layers.
 func RouterMargins(ctx context.Context, model string, seq []int) ([]float64, error) {
 	m, err := engine.Open(model, engine.Options{})
@@ -359,7 +359,7 @@ func RouterMargins(ctx context.Context, model string, seq []int) ([]float64, err
 	return margins, nil
 }
 
-// Tolerance is how closely a runtime must reproduce the fixture, by
+// Tolerance is how closely the engine must reproduce the fixture, by
 // weight type; each Note says why.
 func (s Spec) Tolerance() Tolerance {
 	switch {

@@ -56,7 +56,9 @@ run_example() {
   echo "readme-examples: $readme:$line: \$ ${cmd%%$'\n'*}"
   cmd=${cmd//go run .\/cmd\/gguftool/.\/gguftool}
   cmd=${cmd//\/tmp\//$work\/}
-  if ! (cd "$work" && HOME="$work/home" TMPDIR="$work" bash -euo pipefail -c "$cmd") > "$work/output" 2>&1; then
+  # </dev/null: an example must not read the rest of the README as its input
+  # (here-documents carry their own).
+  if ! (cd "$work" && HOME="$work/home" TMPDIR="$work" bash -euo pipefail -c "$cmd") < /dev/null > "$work/output" 2>&1; then
     cat "$work/output" >&2
     echo "readme-examples: $readme:$line failed: $2" >&2
     exit 1

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test: installs the pinned llama.cpp oracle (npm) and builds
-# its driver, vets, runs all Go tests with the oracle required (so the
-# llama.cpp tests cannot silently skip), then runs each fuzz target briefly.
+# its drivers, vets, runs all Go tests with the oracle required (so the
+# llama.cpp tests cannot silently skip), runs the README's examples as
+# written, each fuzz target briefly, the golden check, a short load test
+# of the server, the engine and codecs again under GOAMD64=v3 and with the
+# pure-Go reference kernels, and the builds that must keep working.
 #
 #   ./scripts/test.sh                      # GGUFTOOL_FUZZTIME=15s per target
 #   GGUFTOOL_FUZZTIME=10m ./scripts/test.sh
@@ -17,7 +20,9 @@ go vet ./...
 
 echo "== go test"
 GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./...
-scripts/readme-examples.sh # the README's sh examples, as written, against a fresh build
+
+echo "== README examples, as written, against a fresh build"
+scripts/readme-examples.sh
 
 echo "== fuzz (${GGUFTOOL_FUZZTIME:-15s} per target)"
 for target in ./gguf:FuzzReader ./gguf:FuzzOpenSet ./gguf/quant:FuzzDequantize ./gguf/quant:FuzzQuantize ./gguf/quant:FuzzVecDot \
@@ -58,6 +63,6 @@ GGUFTOOL_KERNELS=generic go test -count=1 -run 'Streamed|OneSlot|Archs|WeightTyp
 GGUFTOOL_KERNELS=generic go test -count=1 -run TestRuntimeGoldens ./golden
 go test -tags purego ./gguf/quant
 
-echo "== build with CGO_ENABLED=0"
+echo "== builds that must keep working: CGO_ENABLED=0, and GOOS=darwin (pread, no io_uring or O_DIRECT)"
 CGO_ENABLED=0 go build -o /dev/null ./cmd/gguftool
-GOOS=darwin go build ./... # off Linux: pread and buffered files, no io_uring or O_DIRECT
+GOOS=darwin go build ./...

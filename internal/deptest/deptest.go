@@ -35,7 +35,6 @@ var Layers = map[string]int{
 	"tiers":     2,
 	"tokenizer": 2,
 	"trace":     2,
-	"gpu":       2,
 
 	"twins":    3,
 	"resident": 3,

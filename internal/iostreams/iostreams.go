@@ -131,7 +131,6 @@ func Plural[N ~int | ~int64](n N, noun string) string {
 }
 
 // HumanBytes renders a byte count with a binary unit (KiB, MiB, …).
-
 func HumanBytes(n int64) string {
 	const unit = 1024
 	if n < unit && n > -unit {
