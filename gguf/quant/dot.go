@@ -237,15 +237,6 @@ func roundToOdd(p, c, s float64) float64 {
 
 func f32At(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }
 
-// kernelSet names the dot-product kernels in use: "generic" (pure Go, the
-// reference) or "avx2".
-var kernelSet = "generic"
-
-// Kernels names the dot-product kernels in use: "generic" (pure Go, the
-// reference, also chosen by GGUFTOOL_KERNELS=generic) or "avx2" (vector
-// kernels, bit-identical to the reference).
-func Kernels() string { return kernelSet }
-
 // Dotter is VecDot for one weight type and row length, resolved once so a
 // matrix product can call it per row without re-checking the type.
 type Dotter struct {

@@ -3,7 +3,6 @@
 package quant
 
 import (
-	"os"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -65,8 +64,18 @@ func vecDotQ8_0x4AVX2(w []byte, stride int, a []byte, nb int, out *[4]float32) {
 // haveAVX2 is whether the vector kernels run on this CPU.
 var haveAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 
+// bestLevel is the highest kernel level this CPU runs.
+var bestLevel = func() int {
+	if haveAVX2 {
+		return levelAVX2
+	}
+	return levelGeneric
+}()
+
+// Each file of vector kernels registers them in an init function when
+// its level is in use; this one registers Q8_0 and F32.
 func init() {
-	if !haveAVX2 || os.Getenv("GGUFTOOL_KERNELS") == "generic" {
+	if !useAVX2() {
 		return
 	}
 	dotKernels[gguf.TypeQ8_0].fn = vecDotQ8_0AVX2
@@ -78,5 +87,4 @@ func init() {
 		}
 		return dotF32AVX2(unsafe.SliceData(x), unsafe.SliceData(y), len(x))
 	}
-	kernelSet = "avx2"
 }

@@ -12,3 +12,6 @@ var dotFloat32 = func(x, y []float32) float32 {
 
 // haveAVX2 is false where there are no vector kernels.
 const haveAVX2 = false
+
+// bestLevel is generic where there are no vector kernels.
+const bestLevel = levelGeneric
