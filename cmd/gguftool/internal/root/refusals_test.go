@@ -2,6 +2,7 @@ package root
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -262,5 +263,34 @@ func TestSecondSignalKills(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKernelLevelRefused: GGUFTOOL_KERNELS naming a level this CPU or
+// build cannot run, or no level at all, stops every command with exit
+// code 2 and the reason, before it reads anything; a level it can run
+// is accepted.
+func TestKernelLevelRefused(t *testing.T) {
+	run := func(level string, args ...string) (int, string) {
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), "GGUFTOOL_CLI_CHILD=1", "GGUFTOOL_KERNELS="+level)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return cmd.ProcessState.ExitCode(), stderr.String()
+	}
+	model := filepath.Join(t.TempDir(), "missing.gguf") // never opened when the level is refused
+	for _, level := range []string{"avx512", "sse2", "AVX2 "} {
+		code, stderr := run(level, "inspect", model)
+		if code != cmdutil.ExitUsage || !strings.Contains(stderr, "GGUFTOOL_KERNELS=") {
+			t.Errorf("GGUFTOOL_KERNELS=%q: exit %d, stderr %q; want exit 2 naming the variable", level, code, stderr)
+		}
+	}
+	if code, stderr := run("generic", "inspect", model); code != cmdutil.ExitNotFound {
+		t.Errorf("GGUFTOOL_KERNELS=generic: exit %d (%s), want the missing file's exit %d", code, stderr, cmdutil.ExitNotFound)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	verifycmd "github.com/gguftool/gguftool/cmd/gguftool/internal/verify"
 	"github.com/gguftool/gguftool/container"
 	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/gguf/quant"
 	"github.com/gguftool/gguftool/internal/filekind"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/resident"
@@ -70,7 +71,18 @@ func versionText(version string) string {
 	for _, f := range FormatVersions() {
 		fmt.Fprintf(&b, "  %s\n", f)
 	}
+	fmt.Fprintf(&b, "kernels: %s (this CPU: %s; GGUFTOOL_KERNELS picks one)\n", quant.Kernels(), strings.Join(quant.KernelLevels(), ", "))
 	return b.String()
+}
+
+// checkKernels refuses to run any command when GGUFTOOL_KERNELS names a
+// level this CPU or build cannot run: a user who forces a level must not
+// measure or trust another one.
+func checkKernels(*cobra.Command, []string) error {
+	if err := quant.KernelsError(); err != nil {
+		return &cmdutil.ExitError{Code: cmdutil.ExitUsage, Err: err}
+	}
+	return nil
 }
 
 // NewCmdRoot builds the command tree; --version prints f.Version.
@@ -89,7 +101,9 @@ both.
 A mistyped command (gguftool tiers statsu) is a usage error, exit code 2,
 with the names near it; run without a command, gguftool and each command
 group (tiers, twins, bench, golden, trace) print their usage on stderr and
-exit 2. A path that is not the kind of file a command reads, such as a
+exit 2. GGUFTOOL_KERNELS=generic|avx2 forces the dot-product kernels
+(every level gives the same bits; --version lists the levels this CPU
+has); a level the CPU lacks is a usage error, exit 2. A path that is not the kind of file a command reads, such as a
 directory, a named pipe or a device given as a GGUF file, or a directory
 without pack.json given as a pack, is refused before it is opened: exit
 code 2. SIGINT or SIGTERM stops a command at its next check; a second one
@@ -97,10 +111,11 @@ ends the process at once, killed by that signal (shell status 130 or 143).
 ` + cmdutil.ExitCodesHelp,
 		// RunGroup refuses a bare gguftool; an unknown command cobra
 		// refuses itself here, before parsing flags (see cmdutil.Group).
-		RunE:          cmdutil.RunGroup,
-		Version:       f.Version,
-		SilenceErrors: true,
-		SilenceUsage:  true,
+		RunE:              cmdutil.RunGroup,
+		PersistentPreRunE: checkKernels,
+		Version:           f.Version,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
 	}
 	root.SetVersionTemplate("{{.Annotations.versionText}}")
 	root.Annotations = map[string]string{"versionText": versionText(f.Version)}
