@@ -187,9 +187,10 @@ type Fixture struct {
 }
 
 // Fixtures are the recorded models: the three architectures the engine
-// runs, in F32 (the correctness gate) and Q8_0, split and unsplit; a Q4_K_M mix
-// made by the quantizer; one larger model with a 512-token prompt; and
-// extra layouts llama.cpp must load.
+// runs, in F32 (the correctness gate) and Q8_0, split and unsplit; Q4_K_M,
+// Q3_K_M and IQ4_XS mixes made by the quantizer and MXFP4 experts; one
+// larger model with a 512-token prompt; and extra layouts llama.cpp must
+// load.
 var Fixtures = []Spec{
 	{Arch: "qwen3moe", Type: "f32", Seed: 1},
 	{Arch: "llama", Type: "f32", Seed: 1},
@@ -206,6 +207,13 @@ var Fixtures = []Spec{
 		ExpertFF: 128, PromptTokens: 512},
 	{Arch: "deepseek2", Type: "f32", Seed: 1},
 	{Arch: "gpt-oss", Type: "f32", ExpertType: "mxfp4", Seed: 1},
+	// More of the mixes real MoE downloads ship: an i-quant mix (IQ4_XS
+	// with K-quant exceptions), every K-quant type at once (Q3_K_M puts
+	// Q3_K, Q4_K, Q5_K and Q6_K in one model), and MXFP4 experts (as
+	// gpt-oss ships them) in an architecture the engine runs.
+	{Arch: "qwen3moe", Type: "f32", Quantize: "iq4_xs", Seed: 11, Embd: 256, Layers: 2, Heads: 4, HeadsKV: 2, HeadDim: 64, Experts: 8, ExpertFF: 256},
+	{Arch: "qwen3moe", Type: "f32", Quantize: "q3_k_m", Seed: 9, Embd: 256, Layers: 3, Heads: 4, HeadsKV: 2, HeadDim: 64, Experts: 8, ExpertFF: 256},
+	{Arch: "qwen3moe", Type: "q8_0", ExpertType: "mxfp4", Seed: 10},
 }
 
 // Name is the fixture's file stem.
