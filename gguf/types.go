@@ -127,24 +127,30 @@ func (t Type) Valid() bool {
 
 // BlockSize is the number of elements per block (0 for an invalid type).
 func (t Type) BlockSize() int64 {
-	tt, _ := t.Traits()
-	return tt.BlockSize
+	// Indexing the table, not copying the whole TypeTraits out of it
+	// through Traits: every dot product asks, and the copy cost more
+	// than a short row's kernel.
+	if t >= TypeCount {
+		return 0
+	}
+	return typeTable[t].BlockSize
 }
 
 // BlockBytes is the number of bytes per block (0 for an invalid type).
 func (t Type) BlockBytes() int64 {
-	tt, _ := t.Traits()
-	return tt.BlockBytes
+	if t >= TypeCount {
+		return 0
+	}
+	return typeTable[t].BlockBytes
 }
 
 // RowBytes is the byte size of a row of n elements. n must be a multiple
 // of the block size; callers validate that first.
 func (t Type) RowBytes(n int64) int64 {
-	tt, ok := t.Traits()
-	if !ok || tt.BlockSize == 0 {
+	if t >= TypeCount || typeTable[t].Retired || typeTable[t].BlockSize == 0 {
 		return 0
 	}
-	return n / tt.BlockSize * tt.BlockBytes
+	return n / typeTable[t].BlockSize * typeTable[t].BlockBytes
 }
 
 // String returns the ggml name in upper case, as llama.cpp's tools print

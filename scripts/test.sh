@@ -3,8 +3,8 @@
 # its drivers, vets, runs all Go tests with the oracle required (so the
 # llama.cpp tests cannot silently skip), runs the README's examples as
 # written, each fuzz target briefly, the golden check, a short load test
-# of the server, the engine and codecs again under GOAMD64=v3 and with the
-# pure-Go reference kernels, and the builds that must keep working.
+# of the server, the engine and codecs again under GOAMD64=v3 and at every
+# kernel level the CPU has, and the builds that must keep working.
 #
 #   ./scripts/test.sh                      # GGUFTOOL_FUZZTIME=15s per target
 #   GGUFTOOL_FUZZTIME=10m ./scripts/test.sh
@@ -25,7 +25,7 @@ echo "== README examples, as written, against a fresh build"
 scripts/readme-examples.sh
 
 echo "== fuzz (${GGUFTOOL_FUZZTIME:-15s} per target)"
-for target in ./gguf:FuzzReader ./gguf:FuzzOpenSet ./gguf/quant:FuzzDequantize ./gguf/quant:FuzzQuantize ./gguf/quant:FuzzVecDot \
+for target in ./gguf:FuzzReader ./gguf:FuzzOpenSet ./gguf/quant:FuzzDequantize ./gguf/quant:FuzzQuantize ./gguf/quant:FuzzVecDot ./gguf/quant:FuzzVectorKernels \
               ./quantize:FuzzLoadImatrix ./container:FuzzContainer ./container:FuzzManifest ./resident:FuzzManifest \
               ./tiers:FuzzConfig ./tiers:FuzzJournal ./trace:FuzzTrace ./trace:FuzzTraceImport ./tokenizer:FuzzTokenizer \
               ./server:FuzzRequest; do
@@ -58,9 +58,17 @@ GOAMD64=v3 GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./gguf/quant ./quantize
 GOAMD64=v3 go test -run 'Streamed|OneSlot|Archs|WeightTypes' ./engine
 GOAMD64=v3 go test -run TestRuntimeGoldens ./golden
 
-echo "== engine with the pure-Go reference kernels (the fallback on CPUs without AVX2)"
-GGUFTOOL_KERNELS=generic go test -count=1 -run 'Streamed|OneSlot|Archs|WeightTypes' ./engine
-GGUFTOOL_KERNELS=generic go test -count=1 -run TestRuntimeGoldens ./golden
+# Every kernel level this CPU has (gguftool --version lists them: generic,
+# the pure-Go reference, and each vector level) must give the same bits;
+# the codecs' oracle tests, the engine and the goldens run at each one.
+levels=$(go run ./cmd/gguftool --version | sed -n 's/^kernels: .*(this CPU: \(.*\);.*/\1/p' | tr -d ,)
+[ -n "$levels" ] || { echo "test.sh: gguftool --version names no kernel levels" >&2; exit 1; }
+for level in $levels; do
+  echo "== codecs, engine and goldens with GGUFTOOL_KERNELS=$level"
+  GGUFTOOL_KERNELS=$level GGUFTOOL_REQUIRE_LLAMACPP=1 go test -count=1 ./gguf/quant
+  GGUFTOOL_KERNELS=$level go test -count=1 -run 'Streamed|OneSlot|Archs|WeightTypes' ./engine
+  GGUFTOOL_KERNELS=$level go test -count=1 -run TestRuntimeGoldens ./golden
+done
 go test -tags purego ./gguf/quant
 
 echo "== builds that must keep working: CGO_ENABLED=0, and GOOS=darwin (pread, no io_uring or O_DIRECT)"

@@ -193,3 +193,44 @@ func fillRandom(rng *rand.Rand, b []byte) {
 		b[i] = byte(rng.Uint32())
 	}
 }
+
+// FuzzVectorKernels: for any weight type and any bytes (NaN, infinite and
+// subnormal scales, −128 quants, bsums that do not match their quants),
+// the kernel in use at this level returns the reference's bits.
+func FuzzVectorKernels(f *testing.F) {
+	f.Add(uint8(gguf.TypeQ4_K), uint8(1), []byte{1, 2, 3})
+	f.Add(uint8(gguf.TypeIQ2_XXS), uint8(2), []byte{0x80, 0x7f})
+	f.Add(uint8(gguf.TypeMXFP4), uint8(9), []byte{0xff})
+	f.Fuzz(func(t *testing.T, typ, blocks uint8, seed []byte) {
+		ty := gguf.Type(int(typ) % int(gguf.TypeCount))
+		vt := VecDotType(ty)
+		if vt == gguf.TypeCount {
+			return
+		}
+		nb := 1 + int(blocks)%12
+		bs, vbs := int(ty.BlockSize()), int(vt.BlockSize())
+		if bs == 1 { // float types: lengths that reach every tail
+			nb = 1 + int(blocks)
+		}
+		n := nb * bs
+		if n%vbs != 0 {
+			return
+		}
+		w := make([]byte, nb*int(ty.BlockBytes()))
+		a := make([]byte, n/vbs*int(vt.BlockBytes()))
+		// Spread the fuzzer's bytes over both rows, repeated: a short
+		// input still reaches every block.
+		if len(seed) > 0 {
+			for i := range w {
+				w[i] = seed[i%len(seed)] ^ byte(i*131)
+			}
+			for i := range a {
+				a[i] = seed[(i+len(w))%len(seed)] ^ byte(i*71)
+			}
+		}
+		got, want := dotKernels[ty].fn(w, a, nb), referenceDots[ty].fn(w, a, nb)
+		if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+			t.Fatalf("%s, %d blocks, level %s: %g (%#08x), reference %g (%#08x)", ty, nb, Kernels(), got, math.Float32bits(got), want, math.Float32bits(want))
+		}
+	})
+}

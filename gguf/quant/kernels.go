@@ -59,3 +59,9 @@ func KernelLevels() []string { return append([]string(nil), levelNames[:bestLeve
 // generic kernels run then; a command should refuse to start instead of
 // running at a level the user did not ask for.
 func KernelsError() error { return kernelErr }
+
+// referenceDots is the dot-kernel table as dot.go writes it, before any
+// vector kernel replaces an entry: the Go reference every level must
+// match bit for bit (the fuzz target and the kernel tests compare with
+// it).
+var referenceDots = dotKernels
