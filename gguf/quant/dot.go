@@ -86,16 +86,19 @@ func VecDot(t gguf.Type, w, a []byte, n int) (float32, error) {
 	if vt == gguf.TypeCount {
 		return 0, fmt.Errorf("quant: no dot product for %s", t)
 	}
+	// Two divisions, not seven: the checks run before every row's dot
+	// product, and on short rows they cost as much as the kernel.
 	bs, vbs := int(t.BlockSize()), int(vt.BlockSize())
+	nb, na := n/bs, n/vbs
 	switch {
-	case n < 0 || n%bs != 0 || n%vbs != 0:
+	case n < 0 || nb*bs != n || na*vbs != n:
 		return 0, fmt.Errorf("quant: %d values are not whole %s and %s blocks", n, t, vt)
-	case len(w) != n/bs*int(t.BlockBytes()):
-		return 0, fmt.Errorf("quant: %d bytes of %s weights for %d values, want %d", len(w), t, n, n/bs*int(t.BlockBytes()))
-	case len(a) != n/vbs*int(vt.BlockBytes()):
-		return 0, fmt.Errorf("quant: %d bytes of %s activations for %d values, want %d", len(a), vt, n, n/vbs*int(vt.BlockBytes()))
+	case len(w) != nb*int(t.BlockBytes()):
+		return 0, fmt.Errorf("quant: %d bytes of %s weights for %d values, want %d", len(w), t, n, nb*int(t.BlockBytes()))
+	case len(a) != na*int(vt.BlockBytes()):
+		return 0, fmt.Errorf("quant: %d bytes of %s activations for %d values, want %d", len(a), vt, n, na*int(vt.BlockBytes()))
 	}
-	return dotKernels[t].fn(w, a, n/bs), nil
+	return dotKernels[t].fn(w, a, nb), nil
 }
 
 // DotF32 returns Σ dequant(w)[i]·x[i] for w, whole blocks of type t, and

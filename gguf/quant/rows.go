@@ -45,10 +45,17 @@ func quantizeRowQ8_0(dst []byte, x, _ []float32) []byte {
 	return dst
 }
 
-// quantizeRowMXFP4 ignores the importance matrix, as llama.cpp does.
+// quantizeRowMXFP4 ignores the importance matrix, as llama.cpp does. The
+// vector kernel, where there is one, quantizes runs of blocks and stops
+// at a block it leaves to quantizeBlockMXFP4 (see mxfp4_fast.go).
 func quantizeRowMXFP4(dst []byte, x, _ []float32) []byte {
-	for b := 0; b < len(x); b += qkMXFP4 {
-		dst = quantizeBlockMXFP4(dst, x[b:b+qkMXFP4])
+	for b := 0; b < len(x); {
+		var n int
+		dst, n = quantizeBlocksMXFP4Vec(dst, x[b:])
+		if b += n * qkMXFP4; b < len(x) {
+			dst = quantizeBlockMXFP4(dst, x[b:b+qkMXFP4])
+			b += qkMXFP4
+		}
 	}
 	return dst
 }
@@ -82,17 +89,17 @@ func quantizeBlockMXFP4(dst []byte, x []float32) []byte {
 			amax = abs32(v)
 		}
 	}
-	var e uint8
-	if amax > 0 {
+	e, exact := mxfp4ScaleFromBits(amax)
+	if !exact {
 		// log2f rounds up just below powers of two; float32(log2(float64))
 		// reproduces it, the float's exponent bits do not.
 		e = uint8(int32(float32(math.Floor(float64(float32(math.Log2(float64(amax)))))) - 2 + 127))
 	}
-	d := E8M0ToF32Half(e)
+	g := newMXFP4Grid(e)
 	dst = append(dst, e)
 	for j := 0; j < qkMXFP4/2; j++ {
-		lo := bestIndexMXFP4(x[j], d)
-		hi := bestIndexMXFP4(x[j+qkMXFP4/2], d)
+		lo := g.index(x[j])
+		hi := g.index(x[j+qkMXFP4/2])
 		dst = append(dst, lo|hi<<4)
 	}
 	return dst
