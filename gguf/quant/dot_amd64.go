@@ -19,18 +19,6 @@ import (
 // keeps the pure-Go kernels (the reference), as does the purego build tag.
 
 //go:noescape
-func dotQ8_0AVX2(w, a *byte, nb int) float32
-
-func vecDotQ8_0AVX2(w, a []byte, nb int) float32 {
-	if nb == 0 {
-		return 0
-	}
-	_ = w[nb*blockQ8_0-1]
-	_ = a[nb*blockQ8_0-1]
-	return dotQ8_0AVX2(unsafe.SliceData(w), unsafe.SliceData(a), nb)
-}
-
-//go:noescape
 func dotF32AVX2(x, y *float32, n int) float32
 
 func vecDotF32AVX2(w, a []byte, n int) float32 {

@@ -63,21 +63,21 @@ func vecDotQ5_1AVX2(w, a []byte, nb int) float32 {
 	return dotQ5_1AVX2(unsafe.SliceData(w), unsafe.SliceData(a), nb)
 }
 
-// dotQ8_0AVX2v2 is dotQ8_0AVX2 reducing four blocks at a time, a drop-in
-// replacement for it (same bits, tested against vecDotQ8_0); it is not
-// registered here because dot_amd64.go owns the Q8_0 entry.
+// dotQ8_0AVX2 is the Q8_0 kernel, built like the legacy ones: four
+// blocks reduced by one horizontal-add tree, their chain steps in block
+// order (dot_amd64.go registers it with the four-row Q8_0 kernel).
 //
 //go:noescape
-func dotQ8_0AVX2v2(w, a *byte, nb int) float32
+func dotQ8_0AVX2(w, a *byte, nb int) float32
 
-// vecDotQ8_0AVX2v2 is vecDotQ8_0 on AVX2, bit for bit (see dotQ8_0AVX2v2).
-func vecDotQ8_0AVX2v2(w, a []byte, nb int) float32 {
+// vecDotQ8_0AVX2 is vecDotQ8_0 on AVX2, bit for bit (see dotQ8_0AVX2).
+func vecDotQ8_0AVX2(w, a []byte, nb int) float32 {
 	if nb == 0 {
 		return 0
 	}
 	_ = w[nb*blockQ8_0-1]
 	_ = a[nb*blockQ8_0-1]
-	return dotQ8_0AVX2v2(unsafe.SliceData(w), unsafe.SliceData(a), nb)
+	return dotQ8_0AVX2(unsafe.SliceData(w), unsafe.SliceData(a), nb)
 }
 
 // init registers the legacy kernels when the AVX2 level is in use.

@@ -526,12 +526,12 @@ q51done:
 	ADDQ   $136, SI;              \
 	ADDQ   $136, DI
 
-// func dotQ8_0AVX2v2(w, a *byte, nb int) float32
+// func dotQ8_0AVX2(w, a *byte, nb int) float32
 //
-// dotQ8_0AVX2 four blocks at a time: the four exact block sums from one
+// Q8_0, four blocks at a time: the four exact block sums from one
 // VPHADDD tree, then sumf = fma(float32(sumi), dx·dy, sumf) in block
 // order, as vecDotQ8_0.
-TEXT ·dotQ8_0AVX2v2(SB), NOSPLIT, $0-28
+TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-28
 	ENTRY
 	TESTQ DX, DX
 	JZ    q80tail

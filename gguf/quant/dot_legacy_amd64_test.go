@@ -23,7 +23,7 @@ func TestLegacyKernelsAVX2(t *testing.T) {
 		{gguf.TypeQ4_1, vecDotQ4_1, vecDotQ4_1AVX2},
 		{gguf.TypeQ5_0, vecDotQ5_0, vecDotQ5_0AVX2},
 		{gguf.TypeQ5_1, vecDotQ5_1, vecDotQ5_1AVX2},
-		{gguf.TypeQ8_0, vecDotQ8_0, vecDotQ8_0AVX2v2},
+		{gguf.TypeQ8_0, vecDotQ8_0, vecDotQ8_0AVX2},
 	}
 	for _, k := range kernels {
 		t.Run(k.typ.String(), func(t *testing.T) {
