@@ -15,9 +15,23 @@ type acts struct {
 	n        int // rows (tokens)
 	rowBytes int
 	data     []byte
+
+	tiles quant.TileActs // data prepared for tiles, when tiled
+	tiled bool
 }
 
 func (a *acts) row(t int) []byte { return a.data[t*a.rowBytes : (t+1)*a.rowBytes] }
+
+// tileActs returns a's rows prepared for d's tiles, preparing them on
+// first use after each conversion: every matrix that takes a's type
+// shares them.
+func (a *acts) tileActs(d quant.Dotter) *quant.TileActs {
+	if !a.tiled {
+		d.PrepareTile(&a.tiles, a.data, a.n)
+		a.tiled = true
+	}
+	return &a.tiles
+}
 
 // convert fills a with the n rows of x (each cols long) in type vt, as
 // ggml does to src1 before a matrix multiplication.
@@ -25,6 +39,7 @@ func (a *acts) convert(vt gguf.Type, x []float32, cols, n int) {
 	a.vt, a.cols, a.n = vt, cols, n
 	a.rowBytes = int(vt.RowBytes(int64(cols)))
 	a.data = a.data[:0]
+	a.tiled = false
 	for t := range n {
 		var err error
 		a.data, err = quant.QuantizeActivations(a.data, vt, x[t*cols:(t+1)*cols])
@@ -66,31 +81,77 @@ func (s *actSet) get(vt gguf.Type) *acts {
 }
 
 // mulMat computes out[t·rows + r] = w.row(r) · a.row(t) for every row and
-// token, rows spread over the workers.
+// token, rows spread over the workers. With enough tokens, tiles of
+// weight rows by tokens do the bulk; the four-row kernel, token by token,
+// takes the tokens left over and the single-row kernel the last rows of a
+// chunk. Every output is its row's kernel's result, bit for bit, whichever
+// path computes it.
 func (w *workers) mulMat(m *matrix, a *acts, out []float32) {
 	rows, n := m.rows, a.n
+	tiled := tiledTokens(n)
+	var ta *quant.TileActs
+	if tiled > 0 {
+		ta = a.tileActs(m.dot)
+	}
 	grain := max(4, 4096/max(1, m.rowBytes*n)) // about a page of weights per chunk
 	w.forEach(rows, grain, func(lo, hi int) {
-		r := lo
-		// Four rows at a time share each activation load; every row's
-		// result is still its own kernel's, bit for bit.
-		var four [4]float32
-		for ; r+4 <= hi; r += 4 {
+		four := lo + (hi-lo)&^3
+		if tiled > 0 {
+			mulTiles(m, ta, tiled, lo, four, out)
+		}
+		// Four rows at a time share each activation load.
+		for r := lo; r < four; r += 4 {
 			wr := m.data[r*m.rowBytes : (r+4)*m.rowBytes]
-			for t := range n {
-				m.dot.Dot4(wr, m.rowBytes, a.row(t), &four)
-				for i, v := range four {
-					out[t*rows+r+i] = v
-				}
+			for t := tiled; t < n; t++ {
+				m.dot.Dot4(wr, m.rowBytes, a.row(t), (*[4]float32)(out[t*rows+r:]))
 			}
 		}
-		for ; r < hi; r++ {
+		for r := four; r < hi; r++ {
 			wr := m.row(r)
 			for t := range n {
 				out[t*rows+r] = m.dot.Dot(wr, a.row(t))
 			}
 		}
 	})
+}
+
+// tileMinTokens is the fewest tokens worth a tile of their own: a tile
+// costs the same however many of its quant.TileCols columns are padding,
+// and the four-row kernel, once per token, measured about a quarter of a
+// full Q8_0 tile, so that a padded tile is the cheaper from five tokens.
+const tileMinTokens = 5
+
+// tiledTokens is how many of n tokens go through tiles, from the first:
+// whole groups of quant.TileCols, and the rest too when there are enough
+// of them.
+func tiledTokens(n int) int {
+	tiled := n / quant.TileCols * quant.TileCols
+	if n-tiled >= tileMinTokens {
+		tiled = n
+	}
+	return tiled
+}
+
+// tileBlockBytes bounds the weights mulTiles runs each group of tokens
+// over before moving to the next group: small enough to stay in the
+// core's L2 cache with a group's activations, so that the weights come
+// from memory once while every group reuses them.
+const tileBlockBytes = 128 << 10
+
+// mulTiles computes tokens [0, nt) of weight rows [lo, hi), a multiple
+// of quant.TileRows rows, by tiles: block by block of rows, each block
+// against every group of tokens in turn.
+func mulTiles(m *matrix, ta *quant.TileActs, nt, lo, hi int, out []float32) {
+	rb := m.rowBytes
+	step := max(quant.TileRows, tileBlockBytes/rb/quant.TileRows*quant.TileRows)
+	for r0 := lo; r0 < hi; r0 += step {
+		r1 := min(hi, r0+step)
+		for j := 0; j < nt; j += quant.TileCols {
+			for r := r0; r < r1; r += quant.TileRows {
+				m.dot.DotTile(m.data[r*rb:(r+quant.TileRows)*rb], rb, ta, j, out[j*m.rows+r:], m.rows)
+			}
+		}
+	}
 }
 
 // rmsNorm writes x·w/sqrt(mean(x²)+eps) to out, as ggml_rms_norm followed

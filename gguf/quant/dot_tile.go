@@ -1,0 +1,99 @@
+package quant
+
+// Tiles: one weight matrix against several rows of activations at once,
+// as a prompt or a batch of tokens needs. A tile is TileRows weight rows
+// by TileCols activation rows; every one of its results is bit for bit
+// what Dotter.Dot returns for that pair of rows, because a tile kernel
+// keeps one accumulator per result and updates it with the same
+// operations, in the same order, as the single-row kernel does. What a
+// tile saves is loads: each weight block is read once for TileCols
+// activation rows and each activation block once for TileRows weight
+// rows, and nothing has to be summed across vector lanes.
+
+import (
+	"fmt"
+
+	"github.com/gguftool/gguftool/gguf"
+)
+
+// TileRows is the number of weight rows and TileCols the number of
+// activation rows one Dotter.DotTile call covers.
+const (
+	TileRows = 4
+	TileCols = 8
+)
+
+// dotTiles holds, for each weight type that has one, the kernel that
+// computes a whole tile: TileRows weight rows of nb blocks, stride bytes
+// apart, against one group of TileCols activation rows as tilePack wrote
+// them, tile[c][r] being row r's result with activation row c.
+var dotTiles [gguf.TypeCount]func(w []byte, stride int, group []byte, nb int, tile *[TileCols][TileRows]float32)
+
+// tilePack holds, for each activation type some tile kernel reads, the
+// function that lays n rows of nb blocks out for it, appending to dst,
+// and the bytes one block of a group of TileCols rows takes there.
+var tilePack [gguf.TypeCount]struct {
+	pack       func(dst, a []byte, n, nb int) []byte
+	blockBytes int
+}
+
+// TileActs is a batch of activation rows prepared by Dotter.PrepareTile
+// for Dotter.DotTile: the rows themselves, and, where a tile kernel reads
+// their type, a copy laid out for it, TileCols rows at a time. Every
+// Dotter with the same activation type can use it. Its buffers are
+// reused by the next PrepareTile.
+type TileActs struct {
+	vt         gguf.Type
+	n          int
+	rowBytes   int
+	rows       []byte // the n rows as given to PrepareTile (not a copy)
+	packed     []byte // the tile kernels' layout, or empty
+	groupBytes int    // bytes of one group of TileCols rows in packed
+}
+
+// PrepareTile makes ta hold the n activation rows in a, each d's
+// activation row length, for DotTile. It keeps a itself, which must not
+// change while ta is in use.
+func (d Dotter) PrepareTile(ta *TileActs, a []byte, n int) {
+	if n < 0 || len(a) != n*d.aBytes {
+		panic(fmt.Sprintf("quant: Dotter(%s).PrepareTile: %d bytes for %d activation rows of %d", d.t, len(a), n, d.aBytes))
+	}
+	vt := dotKernels[d.t].vt
+	ta.vt, ta.n, ta.rowBytes, ta.rows = vt, n, d.aBytes, a
+	ta.packed, ta.groupBytes = ta.packed[:0], 0
+	if p := tilePack[vt]; p.pack != nil {
+		ta.packed = p.pack(ta.packed, a, n, d.nb)
+		ta.groupBytes = d.nb * p.blockBytes
+	}
+}
+
+// DotTile sets out[c·outStride + r] to Dot(weight row r, activation row
+// j+c) for r < TileRows and c < min(TileCols, n−j), n being the number
+// of rows ta holds and weight row r w[r·wStride:][:row bytes]. j must be
+// a multiple of TileCols. A weight type without a tile kernel gets the
+// four-row kernel once per activation row.
+func (d Dotter) DotTile(w []byte, wStride int, ta *TileActs, j int, out []float32, outStride int) {
+	cols := min(TileCols, ta.n-j)
+	switch {
+	case wStride < d.wBytes || len(w) < (TileRows-1)*wStride+d.wBytes:
+		panic(fmt.Sprintf("quant: Dotter(%s).DotTile: %d weight bytes at stride %d, want %d rows of %d", d.t, len(w), wStride, TileRows, d.wBytes))
+	case ta.rowBytes != d.aBytes || j < 0 || j%TileCols != 0 || cols <= 0:
+		panic(fmt.Sprintf("quant: Dotter(%s).DotTile: activation rows %d of %d rows of %d bytes, want rows of %d from a multiple of %d",
+			d.t, j, ta.n, ta.rowBytes, d.aBytes, TileCols))
+	case outStride < TileRows || len(out) < (cols-1)*outStride+TileRows:
+		panic(fmt.Sprintf("quant: Dotter(%s).DotTile: %d outputs at stride %d for %d activation rows", d.t, len(out), outStride, cols))
+	}
+	if k := dotTiles[d.t]; k != nil && ta.groupBytes > 0 && ta.vt == dotKernels[d.t].vt {
+		var tile [TileCols][TileRows]float32
+		g := j / TileCols * ta.groupBytes
+		k(w, wStride, ta.packed[g:g+ta.groupBytes], d.nb, &tile)
+		for c := range cols {
+			*(*[TileRows]float32)(out[c*outStride:]) = tile[c]
+		}
+		return
+	}
+	for c := range cols {
+		a := ta.rows[(j+c)*ta.rowBytes : (j+c+1)*ta.rowBytes]
+		d.Dot4(w, wStride, a, (*[TileRows]float32)(out[c*outStride:]))
+	}
+}

@@ -1,0 +1,75 @@
+//go:build amd64 && !purego
+
+package quant
+
+import (
+	"slices"
+	"unsafe"
+
+	"github.com/gguftool/gguftool/gguf"
+)
+
+//go:noescape
+func dotQ8_0TileAVX2(w *byte, stride int, p *byte, nb int, tile *[TileCols][TileRows]float32)
+
+// vecDotQ8_0TileAVX2 is the Q8_0 tile kernel: four weight rows, stride
+// bytes apart, against one group of activation rows packed by
+// packTileQ8_0.
+func vecDotQ8_0TileAVX2(w []byte, stride int, group []byte, nb int, tile *[TileCols][TileRows]float32) {
+	if nb == 0 {
+		*tile = [TileCols][TileRows]float32{}
+		return
+	}
+	_ = w[(TileRows-1)*stride+nb*blockQ8_0-1]
+	_ = group[nb*tileQ8_0Block-1]
+	dotQ8_0TileAVX2(unsafe.SliceData(w), stride, unsafe.SliceData(group), nb, tile)
+}
+
+// tileQ8_0Block is the size of one Q8_0 block of a group of TileCols
+// activation rows in the tile layout: the rows' scales as float32, then
+// 16 runs of TileCols pairs of sign-extended quants.
+const tileQ8_0Block = 4*TileCols + 16*4*TileCols
+
+//go:noescape
+func packQ8_0TileAVX2(dst, a *byte, rowBytes, nb int)
+
+// packTileQ8_0 appends n Q8_0 activation rows of nb blocks to dst in the
+// layout the Q8_0 tile kernel reads: for each group of TileCols rows, for
+// each block, the rows' scales converted to float32, then for each pair k
+// of the block's 32 quants, every row's pair as two int16s, so that one
+// 32-byte load holds pair k of the whole group, ready to be multiplied
+// with a broadcast pair of weights. The conversions are exact, so the
+// kernel computes with the values the single-row kernel does. A last
+// group of fewer rows is padded with zero rows, staged after the packed
+// groups in dst's spare capacity.
+func packTileQ8_0(dst, a []byte, n, nb int) []byte {
+	rowBytes, groupBytes := nb*blockQ8_0, nb*tileQ8_0Block
+	full, partial := n/TileCols, n%TileCols != 0
+	size, pad := full*groupBytes, 0
+	if partial {
+		size, pad = size+groupBytes, TileCols*rowBytes
+	}
+	off := len(dst)
+	dst = slices.Grow(dst, size+pad)
+	out := dst[off : off+size+pad]
+	for g := range full {
+		packQ8_0TileAVX2(&out[g*groupBytes], &a[g*TileCols*rowBytes], rowBytes, nb)
+	}
+	if partial {
+		rows := out[size:]
+		clear(rows[copy(rows, a[full*TileCols*rowBytes:]):])
+		packQ8_0TileAVX2(&out[full*groupBytes], &rows[0], rowBytes, nb)
+	}
+	return dst[:off+size]
+}
+
+// The tile kernels run at the AVX2 level; the Q8_0 activations they read
+// are packed for them only then.
+func init() {
+	if !useAVX2() {
+		return
+	}
+	tilePack[gguf.TypeQ8_0].pack = packTileQ8_0
+	tilePack[gguf.TypeQ8_0].blockBytes = tileQ8_0Block
+	dotTiles[gguf.TypeQ8_0] = vecDotQ8_0TileAVX2
+}
