@@ -12,7 +12,7 @@ package quant
 // product is rounded on its own, so results do not depend on GOAMD64.
 //
 // Each kernel's integer inner loop is a separate function over a fixed
-// number of bytes (dotI8, dotNibbles, addLanes, …). Those are the places
+// number of bytes (dotI8, dotNibbles, …). Those are the places
 // an assembly version can take over: any code that returns the same
 // integer leaves the float result bit-identical, while the float
 // accumulation stays here as the reference.

@@ -79,35 +79,11 @@ func vecDotIQ4_XS(w, a []byte, nb int) float32 {
 	return sumf
 }
 
-// addLanes adds scale·levels[j]·q8[j] to lane j mod 8. Integer sums
-// wrap, so scaling each lane's sum once gives the C's result exactly.
-func addLanes(acc *[8]int32, levels []int8, q8 []byte, scale int32) {
-	q8 = q8[:len(levels)]
-	var s [8]int32
-	for j := 0; j+8 <= len(levels); j += 8 {
-		l, q := (*[8]int8)(levels[j:j+8]), (*[8]byte)(q8[j:j+8])
-		for k := range s {
-			s[k] += int32(l[k]) * int32(int8(q[k]))
-		}
-	}
-	for k, v := range s {
-		acc[k] += scale * v
-	}
-}
-
 // fmaLanes scales each lane's integer sum by d into its accumulator.
 func fmaLanes(sums *[8]float32, d float32, acc *[8]int32) {
 	for l, v := range acc {
 		sums[l] = fmaf(d, float32(v), sums[l])
 	}
-}
-
-// addUp adds the lane accumulators to sumf in lane order.
-func addUp(sumf float32, sums *[8]float32) float32 {
-	for _, s := range sums {
-		sumf += s
-	}
-	return sumf
 }
 
 // dotCrumbs is Σ (bits shift…shift+1 of qs[j] − off)·q8[j].
@@ -133,4 +109,11 @@ func dotTrits(qs []byte, trits int, q8 []byte) int32 {
 		}
 	}
 	return s
+}
+
+// hsumFloat8 adds eight lane accumulators as llama.cpp's hsum_float_8
+// does: the upper half onto the lower, then (0+2)+(1+3).
+func hsumFloat8(a *[8]float32) float32 {
+	r0, r1, r2, r3 := a[0]+a[4], a[1]+a[5], a[2]+a[6], a[3]+a[7]
+	return float32(r0+r2) + float32(r1+r3)
 }

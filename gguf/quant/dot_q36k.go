@@ -16,7 +16,7 @@ package quant
 // lanes 0–3 covering the chunk's first sub-block of 16 values and lanes
 // 4–7 its second. The eight chunks are added lane by lane into sumi. In
 // float, lane t accumulates fma(d, float32(sumi[t]), acc[t]) per
-// super-block with d = y.d·f16(x.d) rounded to float32, and hsumFloat8Q36
+// super-block with d = y.d·f16(x.d) rounded to float32, and hsumFloat8
 // adds the eight lanes as hsum_float_8 does at the end of the row.
 //
 // Every int16 above is exact (no VPMADDUBSW saturation can occur: the
@@ -35,7 +35,7 @@ func vecDotQ3_K(w, a []byte, nb int) float32 {
 		sumi := q3KLanes(x, q8)
 		fmaLanes(&acc, float32(yd*f16At(x[108:])), &sumi)
 	}
-	return hsumFloat8Q36(&acc)
+	return hsumFloat8(&acc)
 }
 
 // q3KLanes is one Q3_K super-block's sumi. Chunk c = 4j+k takes bits 2k
@@ -71,7 +71,7 @@ func vecDotQ6_K(w, a []byte, nb int) float32 {
 		sumi := q6KLanes(x, y)
 		fmaLanes(&acc, float32(yd*f16At(x[208:])), &sumi)
 	}
-	return hsumFloat8Q36(&acc)
+	return hsumFloat8(&acc)
 }
 
 // q6KLanes is one Q6_K super-block's sumi, y its Q8_K block. Chunk
@@ -101,10 +101,3 @@ func q6KLanes(x, y []byte) (sumi [8]int32) {
 	return sumi
 }
 
-// hsumFloat8Q36 is ggml's hsum_float_8: the upper four lanes added to the
-// lower four, then lanes 2 and 3 to lanes 0 and 1, then those two:
-// ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
-func hsumFloat8Q36(a *[8]float32) float32 {
-	r0, r1, r2, r3 := a[0]+a[4], a[1]+a[5], a[2]+a[6], a[3]+a[7]
-	return float32(r0+r2) + float32(r1+r3)
-}

@@ -61,7 +61,7 @@ func vecDotQ4_K(w, a []byte, nb int) float32 {
 	}
 	// acc_m's reduction: lanes 0+2 and 1+3 (MOVHLPS), then those two (MOVSHDUP).
 	m := float32(float32(accM[0]+accM[2]) + float32(accM[1]+accM[3]))
-	return float32(q45KHsum8(&acc) + m)
+	return float32(hsumFloat8(&acc) + m)
 }
 
 // vecDotQ5_K is ggml_vec_dot_q5_K_q8_K's AVX2 branch: Q4_K's nibbles
@@ -94,7 +94,7 @@ func vecDotQ5_K(w, a []byte, nb int) float32 {
 		}
 		fmaLanes(&acc, d, &sumi)
 	}
-	return float32(q45KHsum8(&acc) + summs)
+	return float32(hsumFloat8(&acc) + summs)
 }
 
 // q45KMinLanes is the mins' VPMADDWD: lane k is
@@ -112,12 +112,3 @@ func q45KMinLanes(scales, y []byte) [4]int32 {
 	return lanes
 }
 
-// q45KHsum8 is hsum_float_8: the upper four lanes added to the lower
-// four, then lanes 0+2 and 1+3 (MOVHLPS), then those two (MOVSHDUP).
-func q45KHsum8(acc *[8]float32) float32 {
-	var r [4]float32
-	for k := range r {
-		r[k] = float32(acc[4+k] + acc[k])
-	}
-	return float32(float32(r[0]+r[2]) + float32(r[1]+r[3]))
-}
