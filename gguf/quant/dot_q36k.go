@@ -100,4 +100,3 @@ func q6KLanes(x, y []byte) (sumi [8]int32) {
 	}
 	return sumi
 }
-

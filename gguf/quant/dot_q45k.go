@@ -111,4 +111,3 @@ func q45KMinLanes(scales, y []byte) [4]int32 {
 	}
 	return lanes
 }
-
