@@ -4,34 +4,7 @@ package quant
 
 import (
 	"testing"
-
-	"github.com/gguftool/gguftool/gguf"
 )
-
-// TestLowBitKernels: each low-bit vector kernel returns the Go kernel's
-// bits, on rows of 1–9 blocks (256-value types: the four-block loops, their
-// tails and rows shorter than four) or 1–40 blocks (Q2_0, Q1_0).
-func TestLowBitKernels(t *testing.T) {
-	if !haveAVX2 {
-		t.Skip("no AVX2/FMA/F16C")
-	}
-	for _, c := range []struct {
-		typ       gguf.Type
-		ref, vec  func(w, a []byte, nb int) float32
-		maxBlocks int
-	}{
-		{gguf.TypeIQ1_S, vecDotIQ1_S, vecDotIQ1_SAVX2, 9},
-		{gguf.TypeIQ1_M, vecDotIQ1_M, vecDotIQ1_MAVX2, 9},
-		{gguf.TypeTQ2_0, vecDotTQ2_0, vecDotTQ2_0AVX2, 9},
-		{gguf.TypeTQ1_0, vecDotTQ1_0, vecDotTQ1_0AVX2, 9},
-		{gguf.TypeQ2_0, vecDotQ2_0, vecDotQ2_0AVX2, 40},
-		{gguf.TypeQ1_0, vecDotQ1_0, vecDotQ1_0AVX2, 40},
-	} {
-		t.Run(c.typ.String(), func(t *testing.T) {
-			checkVectorKernel(t, c.typ, c.ref, c.vec, 4000, c.maxBlocks)
-		})
-	}
-}
 
 // TestIQ1ScaleTables: looking a grid byte up in an IQ1 scale table as
 // VPSHUFB does (top bit set: zero, else the low nibble indexes) gives

@@ -4,19 +4,7 @@ package quant
 
 import (
 	"testing"
-
-	"github.com/gguftool/gguftool/gguf"
 )
-
-// TestQ36KVectorKernels: the AVX2 Q3_K and Q6_K kernels return the Go
-// reference's bits on rows of 1–9 super-blocks.
-func TestQ36KVectorKernels(t *testing.T) {
-	if !haveAVX2 {
-		t.Skip("no AVX2/FMA/F16C")
-	}
-	checkVectorKernel(t, gguf.TypeQ6_K, vecDotQ6_K, vecDotQ6_KAVX2, 4000, 9)
-	checkVectorKernel(t, gguf.TypeQ3_K, vecDotQ3_K, vecDotQ3_KAVX2, 4000, 9)
-}
 
 // TestQ36KNoAllocs: neither the references nor the vector kernels
 // allocate.

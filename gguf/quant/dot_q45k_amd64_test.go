@@ -13,16 +13,6 @@ import (
 	"github.com/gguftool/gguftool/internal/llamacpp"
 )
 
-// TestQ45KAVX2: the vector kernels return the Go reference's bits, on
-// rows of 1–9 blocks.
-func TestQ45KAVX2(t *testing.T) {
-	if !haveAVX2 {
-		t.Skip("no AVX2/FMA/F16C")
-	}
-	checkVectorKernel(t, gguf.TypeQ4_K, vecDotQ4_K, vecDotQ4_KAVX2, 4000, 9)
-	checkVectorKernel(t, gguf.TypeQ5_K, vecDotQ5_K, vecDotQ5_KAVX2, 4000, 9)
-}
-
 // TestQ4_Kx4AVX2: each row of the four-row kernel equals the reference
 // on that row alone, for rows of 1–9 blocks, packed or with a gap
 // between them.

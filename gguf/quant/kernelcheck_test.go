@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/gguftool/gguftool/gguf"
@@ -233,4 +234,35 @@ func FuzzVectorKernels(f *testing.F) {
 			t.Fatalf("%s, %d blocks, level %s: %g (%#08x), reference %g (%#08x)", ty, nb, Kernels(), got, math.Float32bits(got), want, math.Float32bits(want))
 		}
 	})
+}
+
+// TestEveryKernelMatchesReference: at a vector level, every type with a
+// dot product runs a kernel other than its Go reference, and that kernel
+// returns the reference's bits (checkVectorKernel) on rows long enough to
+// reach every tail its loops unroll past: 40 blocks of 32 values, 9
+// super-blocks, 300 values of a float type.
+func TestEveryKernelMatchesReference(t *testing.T) {
+	if Kernels() == "generic" {
+		t.Skip("the generic level runs the reference itself")
+	}
+	for typ := range gguf.TypeCount {
+		ref := referenceDots[typ]
+		if ref.fn == nil {
+			continue
+		}
+		t.Run(typ.String(), func(t *testing.T) {
+			vec := dotKernels[typ].fn
+			if reflect.ValueOf(vec).Pointer() == reflect.ValueOf(ref.fn).Pointer() {
+				t.Fatalf("no %s kernel for %s: the reference runs", Kernels(), typ)
+			}
+			maxBlocks := 40
+			switch typ.BlockSize() {
+			case 1:
+				maxBlocks = 300
+			case 256:
+				maxBlocks = 9
+			}
+			checkVectorKernel(t, typ, ref.fn, vec, 4000, maxBlocks)
+		})
+	}
 }
