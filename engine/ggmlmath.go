@@ -54,8 +54,12 @@ func vExpf(x float32) float32 {
 // runs of eight, x/(1+expf(−x)) on the rest.
 func swiglu(y, g, u []float32) {
 	n8 := len(y) &^ 7
-	for i := range n8 {
-		y[i] = vSilu(g[i]) * u[i]
+	if vecSwigluRuns != nil {
+		vecSwigluRuns(y[:n8], g[:n8], u[:n8])
+	} else {
+		for i := range n8 {
+			y[i] = vSilu(g[i]) * u[i]
+		}
 	}
 	for i := n8; i < len(y); i++ {
 		y[i] = silu(g[i]) * u[i]
@@ -65,8 +69,12 @@ func swiglu(y, g, u []float32) {
 // siluInto writes silu(x) to y as ggml_vec_silu_f32 does.
 func siluInto(y, x []float32) {
 	n8 := len(y) &^ 7
-	for i := range n8 {
-		y[i] = vSilu(x[i])
+	if vecSiluRuns != nil {
+		vecSiluRuns(y[:n8], x[:n8])
+	} else {
+		for i := range n8 {
+			y[i] = vSilu(x[i])
+		}
 	}
 	for i := n8; i < len(y); i++ {
 		y[i] = silu(x[i])
@@ -87,13 +95,17 @@ func softmax(x []float32) {
 	}
 	var sum float64
 	n8 := len(x) &^ 7
-	for i := 0; i < n8; i += 8 {
-		v := x[i : i+8 : i+8]
-		for l := range v {
-			v[l] = vExpf(v[l] - m)
+	if vecSoftmaxRuns != nil {
+		sum = vecSoftmaxRuns(x[:n8], m)
+	} else {
+		for i := 0; i < n8; i += 8 {
+			v := x[i : i+8 : i+8]
+			for l := range v {
+				v[l] = vExpf(v[l] - m)
+			}
+			a0, a1, a2, a3 := v[4]+v[0], v[5]+v[1], v[6]+v[2], v[7]+v[3]
+			sum += float64((a0 + a2) + (a1 + a3))
 		}
-		a0, a1, a2, a3 := v[4]+v[0], v[5]+v[1], v[6]+v[2], v[7]+v[3]
-		sum += float64((a0 + a2) + (a1 + a3))
 	}
 	for i := n8; i < len(x); i++ {
 		e := expf(x[i] - m)
@@ -101,7 +113,12 @@ func softmax(x []float32) {
 		sum += float64(e)
 	}
 	inv := float32(1 / sum)
-	for i := range x {
+	i0 := 0
+	if vecScale != nil {
+		vecScale(x[:n8], inv)
+		i0 = n8
+	}
+	for i := i0; i < len(x); i++ {
 		x[i] *= inv
 	}
 }

@@ -164,8 +164,13 @@ func rmsNorm(out, x, w []float32, eps float32) {
 	}
 	mean := float32(sum / float64(len(x)))
 	scale := float32(1) / float32(math.Sqrt(float64(mean+eps)))
-	for i, v := range x {
-		out[i] = float32(v*scale) * w[i]
+	i0 := 0
+	if vecScaleMul != nil {
+		i0 = len(x) &^ 7
+		vecScaleMul(out[:i0], x[:i0], w[:i0], scale)
+	}
+	for i := i0; i < len(x); i++ {
+		out[i] = float32(x[i]*scale) * w[i]
 	}
 }
 

@@ -237,6 +237,10 @@ func (s *Session) attention(il int, x, hbuf []float32, T int) {
 			// Each output value sums its products in position order.
 			out := att[t*qDim+hd*HD : t*qDim+(hd+1)*HD]
 			clear(out)
+			if vecAttnAccum != nil && HD%8 == 0 {
+				vecAttnAccum(out, vc[kvh*HD:], kvDim, sc)
+				continue
+			}
 			for j, p := range sc {
 				vj := vc[j*kvDim+kvh*HD : j*kvDim+(kvh+1)*HD]
 				for d, v := range vj {

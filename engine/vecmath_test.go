@@ -1,0 +1,286 @@
+package engine
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// The vector kernels of vecmath_amd64.s against the Go loops they replace,
+// bit for bit (NaN payloads included), on random, extreme and
+// rare-path inputs of many lengths. They skip where no kernel is in use
+// (other builds, GGUFTOOL_KERNELS=generic).
+
+// requireVec skips the test when the Go loops are all that run.
+func requireVec(t *testing.T) {
+	t.Helper()
+	if vecSoftmaxRuns == nil || vecSiluRuns == nil || vecSwigluRuns == nil ||
+		vecAttnAccum == nil || vecScaleMul == nil || vecScale == nil {
+		t.Skip("no vector kernels in this build or at this kernel level")
+	}
+}
+
+// withGoLoops runs fn with every kernel variable nil, so the callers run
+// their Go loops, the reference.
+func withGoLoops(fn func()) {
+	sm, sl, sw, aa, smul, sc := vecSoftmaxRuns, vecSiluRuns, vecSwigluRuns, vecAttnAccum, vecScaleMul, vecScale
+	vecSoftmaxRuns, vecSiluRuns, vecSwigluRuns, vecAttnAccum, vecScaleMul, vecScale = nil, nil, nil, nil, nil, nil
+	defer func() {
+		vecSoftmaxRuns, vecSiluRuns, vecSwigluRuns, vecAttnAccum, vecScaleMul, vecScale = sm, sl, sw, aa, smul, sc
+	}()
+	fn()
+}
+
+// expEdges are the values around which vExpf changes behaviour: zeros,
+// subnormals, infinities, NaNs of several payloads (one signalling), the
+// float32 limits, where expf overflows or underflows, and where |n|
+// crosses 126 and 192 (x ≈ 126·ln2 and 192·ln2).
+var expEdges = []uint32{
+	0, 0x80000000, 1, 0x80000001, 0x007fffff, 0x807fffff, 0x00800000, 0x80800000,
+	0x7f800000, 0xff800000, 0x7fc00000, 0xffc00000, 0x7fc12345, 0xff812345, 0x7f800001,
+	0x7f7fffff, 0xff7fffff, math.Float32bits(1), math.Float32bits(-1),
+	math.Float32bits(87.33655), math.Float32bits(-87.33655), math.Float32bits(88.72283),
+	math.Float32bits(-88.72283), math.Float32bits(-103.97208), math.Float32bits(103.97208),
+	math.Float32bits(126 * math.Ln2), math.Float32bits(-126 * math.Ln2),
+	math.Float32bits(126.5 * math.Ln2), math.Float32bits(-126.5 * math.Ln2),
+	math.Float32bits(192 * math.Ln2), math.Float32bits(-192 * math.Ln2),
+	math.Float32bits(192.5 * math.Ln2), math.Float32bits(-192.5 * math.Ln2),
+	math.Float32bits(89), math.Float32bits(-89), math.Float32bits(104), math.Float32bits(-104),
+	math.Float32bits(150), math.Float32bits(-150), math.Float32bits(1e30), math.Float32bits(-1e30),
+}
+
+// expInput returns one test value of the given kind: any bit pattern, a
+// uniform value over the exp range and beyond, an edge value, a value a
+// few ulps or a little more from an edge, a typical activation, or (half
+// of kind 5) a quiet NaN of random sign and payload.
+func expInput(r *rand.Rand, kind int) float32 {
+	switch kind {
+	case 0:
+		return math.Float32frombits(r.Uint32())
+	case 1:
+		return float32(r.Float64()*300 - 150)
+	case 2:
+		return math.Float32frombits(expEdges[r.IntN(len(expEdges))])
+	case 3:
+		e := math.Float32frombits(expEdges[r.IntN(len(expEdges))])
+		if r.IntN(2) == 0 {
+			return e + float32(r.NormFloat64()*0.01)
+		}
+		bits := int32(math.Float32bits(e)) + int32(r.IntN(129)-64)
+		return math.Float32frombits(uint32(bits))
+	case 5:
+		if r.IntN(2) == 0 {
+			return math.Float32frombits(0x7fc00000 | r.Uint32()&0x803fffff)
+		}
+		fallthrough
+	default:
+		return float32(r.NormFloat64() * 4)
+	}
+}
+
+// expInputs returns n values, each of a kind drawn at random when kind
+// is negative, so that runs of eight mix common and rare-path lanes.
+func expInputs(r *rand.Rand, n, kind int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		k := kind
+		if k < 0 {
+			k = r.IntN(6)
+		}
+		x[i] = expInput(r, k)
+	}
+	return x
+}
+
+// testLengths are the lengths the kernels are tried on: every length to
+// 72 and a few long ones, around multiples of eight and 64.
+func testLengths() []int {
+	n := make([]int, 0, 80)
+	for i := range 73 {
+		n = append(n, i)
+	}
+	return append(n, 127, 128, 129, 255, 256, 257, 1000, 1024)
+}
+
+// vecSameBits fails the test at the first index where got and want differ in any bit.
+func vecSameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: [%d] = %#08x (%g), Go gives %#08x (%g)", what, i,
+				math.Float32bits(got[i]), got[i], math.Float32bits(want[i]), want[i])
+		}
+	}
+}
+
+// TestVecExpLanes checks the vector exponential lane by lane against
+// vExpf on every kind of input, through vecSoftmaxRuns with m = 0 (x − 0
+// is x, for −0 too), and its sum against the Go's reduction.
+func TestVecExpLanes(t *testing.T) {
+	requireVec(t)
+	r := rand.New(rand.NewPCG(1, 2))
+	for kind := -1; kind < 6; kind++ {
+		for range 200 {
+			x := expInputs(r, 8*(1+r.IntN(32)), kind)
+			want := make([]float32, len(x))
+			var wantSum float64
+			for i := 0; i < len(x); i += 8 {
+				v := want[i : i+8]
+				for l := range v {
+					v[l] = vExpf(x[i+l] - 0)
+				}
+				a0, a1, a2, a3 := v[4]+v[0], v[5]+v[1], v[6]+v[2], v[7]+v[3]
+				wantSum += float64((a0 + a2) + (a1 + a3))
+			}
+			got := slices.Clone(x)
+			sum := vecSoftmaxRuns(got, 0)
+			vecSameBits(t, "exp", got, want)
+			// Which NaN a sum of two keeps depends on how the compiler
+			// ordered this copy's operands, and softmax never shows it:
+			// its sum is NaN only when every value is (a NaN maximum) or
+			// when all its NaNs are the default one (an infinite maximum).
+			if math.Float64bits(sum) != math.Float64bits(wantSum) && !math.IsNaN(wantSum) {
+				t.Fatalf("exp run sum %v, Go gives %v", sum, wantSum)
+			}
+		}
+	}
+}
+
+// TestVecExpSweep runs the vector exponential over every float32 near the
+// overflow, underflow and rare-path thresholds, 2^16 ulps either side.
+func TestVecExpSweep(t *testing.T) {
+	requireVec(t)
+	for _, c := range []float32{87.33655, 88.72283, 103.97208, 126 * math.Ln2, 192 * math.Ln2, 0} {
+		for _, s := range []float32{c, -c} {
+			x := make([]float32, 1<<17)
+			b := int64(math.Float32bits(s)) - 1<<16
+			for i := range x {
+				x[i] = math.Float32frombits(uint32(b + int64(i)))
+			}
+			want := make([]float32, len(x))
+			for i, v := range x {
+				want[i] = vExpf(v - 0)
+			}
+			vecSoftmaxRuns(x, 0)
+			vecSameBits(t, "exp sweep", x, want)
+		}
+	}
+}
+
+// TestVecSoftmax compares softmax with its kernels and with its Go loops.
+func TestVecSoftmax(t *testing.T) {
+	requireVec(t)
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, n := range testLengths() {
+		for kind := -1; kind < 6; kind++ {
+			for range 20 {
+				x := expInputs(r, n, kind)
+				if kind == 4 || r.IntN(3) == 0 {
+					// Typical scores: finite, the maximum subtracted.
+					x = expInputs(r, n, 4)
+				}
+				want := slices.Clone(x)
+				withGoLoops(func() { softmax(want) })
+				softmax(x)
+				vecSameBits(t, "softmax", x, want)
+			}
+		}
+	}
+}
+
+// TestVecSilu compares siluInto and swiglu with their kernels and with
+// their Go loops.
+func TestVecSilu(t *testing.T) {
+	requireVec(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, n := range testLengths() {
+		for kind := -1; kind < 6; kind++ {
+			for range 10 {
+				x, u := expInputs(r, n, kind), expInputs(r, n, kind)
+				want, got := make([]float32, n), make([]float32, n)
+				withGoLoops(func() { siluInto(want, x) })
+				siluInto(got, x)
+				vecSameBits(t, "siluInto", got, want)
+				withGoLoops(func() { swiglu(want, x, u) })
+				swiglu(got, x, u)
+				vecSameBits(t, "swiglu", got, want)
+			}
+		}
+	}
+}
+
+// attnAccumGo is Session.attention's value sum, as written there.
+func attnAccumGo(out, vc []float32, stride int, sc []float32) {
+	for j, p := range sc {
+		vj := vc[j*stride : j*stride+len(out)]
+		for d, v := range vj {
+			out[d] += float32(v * p)
+		}
+	}
+}
+
+// TestVecAttnAccum compares the attention value sum with its Go loop over
+// head sizes around the 64- and 8-column blocks, strides wider than the
+// head, and values of every kind.
+func TestVecAttnAccum(t *testing.T) {
+	requireVec(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, hd := range []int{8, 16, 24, 56, 64, 72, 120, 128, 136, 192, 256} {
+		for _, n := range []int{1, 2, 3, 8, 33, 100} {
+			for kind := -1; kind < 6; kind++ {
+				stride := hd + 8*r.IntN(3)
+				vc := expInputs(r, (n-1)*stride+hd, kind)
+				sc := expInputs(r, n, kind)
+				if kind == 4 {
+					softmax(sc)
+				}
+				init := expInputs(r, hd, 4)
+				want, got := slices.Clone(init), slices.Clone(init)
+				attnAccumGo(want, vc, stride, sc)
+				vecAttnAccum(got, vc, stride, sc)
+				vecSameBits(t, "attention sum", got, want)
+			}
+		}
+	}
+}
+
+// TestVecRMSNorm compares rmsNorm with its kernel and with its Go loop.
+func TestVecRMSNorm(t *testing.T) {
+	requireVec(t)
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, n := range testLengths() {
+		if n == 0 {
+			continue
+		}
+		for kind := -1; kind < 6; kind++ {
+			for range 10 {
+				x, w := expInputs(r, n, kind), expInputs(r, n, kind)
+				want, got := make([]float32, n), make([]float32, n)
+				withGoLoops(func() { rmsNorm(want, x, w, 1e-6) })
+				rmsNorm(got, x, w, 1e-6)
+				vecSameBits(t, "rmsNorm", got, want)
+			}
+		}
+	}
+}
+
+// TestVecScale checks softmax's normalisation kernel on its own, with
+// scales and values of every kind (softmax only ever passes a positive
+// finite scale).
+func TestVecScale(t *testing.T) {
+	requireVec(t)
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, n := range testLengths() {
+		for kind := -1; kind < 6; kind++ {
+			x := expInputs(r, n, kind)
+			s := expInput(r, r.IntN(5))
+			want := slices.Clone(x)
+			for i := range want[:n&^7] {
+				want[i] *= s
+			}
+			vecScale(x[:n&^7], s)
+			vecSameBits(t, "scale", x, want)
+		}
+	}
+}
