@@ -49,6 +49,7 @@ var Layers = map[string]int{
 	"cmd/gguftool/internal":          7, // one package per command
 	"cmd/gguftool/internal/root":     8, // the command tree, exit codes
 	"cmd/gguftool":                   9, // main
+	"scripts":                        9, // benchmark programs (go run ./scripts/...), mains like gguftool
 }
 
 // SameLayer lists the imports allowed between packages of one layer. A
