@@ -16,24 +16,6 @@ import (
 // whenever its variable is nil: on other builds, and when
 // GGUFTOOL_KERNELS=generic.
 
-// The vector kernels in use, nil where the Go loops run. Each takes whole
-// runs of eight values (the callers keep the last few):
-//   - vecSoftmaxRuns: softmax's v_expf(x − m) in place, returning the
-//     double sum of the runs' reduced lanes;
-//   - vecSiluRuns and vecSwigluRuns: siluInto's and swiglu's ggml_v_silu;
-//   - vecAttnAccum: out[d] += float32(v[j·stride+d]·p[j]) for each j in
-//     order;
-//   - vecScaleMul: out = float32(x·scale)·w (rmsNorm);
-//   - vecScale: x *= s (softmax's normalisation).
-var (
-	vecSoftmaxRuns func(x []float32, m float32) float64
-	vecSiluRuns    func(y, x []float32)
-	vecSwigluRuns  func(y, g, u []float32)
-	vecAttnAccum   func(out, v []float32, stride int, p []float32)
-	vecScaleMul    func(out, x, w []float32, scale float32)
-	vecScale       func(x []float32, s float32)
-)
-
 //go:noescape
 func softmaxRunsAVX2(x *float32, n int, m float32, tab *[15][8]uint32) float64
 

@@ -70,13 +70,13 @@ func TestVectorKernelsMatchGeneric(t *testing.T) {
 			vecDotQ8_0x4AVX2(rows, len(w), a, nb, &out)
 			for r := range 4 {
 				want := vecDotQ8_0(rows[r*len(w):(r+1)*len(w)], a, nb)
-				if math.Float32bits(out[r]) != math.Float32bits(want) && !(out[r] != out[r] && want != want) {
+				if !sameBits(out[r], want) {
 					t.Fatalf("Q8_0×4 row %d, %d blocks: avx2 %g, generic %g", r, nb, out[r], want)
 				}
 			}
 		}
 		got, want := vecDotQ8_0AVX2(w, a, nb), vecDotQ8_0(w, a, nb)
-		if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+		if !sameBits(got, want) {
 			t.Fatalf("Q8_0, %d blocks: avx2 %g (%08x), generic %g (%08x)", nb, got, math.Float32bits(got), want, math.Float32bits(want))
 		}
 	}

@@ -79,11 +79,6 @@ func floatRow(typ gguf.Type, n, mode int) []byte {
 	return b
 }
 
-// sameBits is bit equality, with any two NaNs equal.
-func sameBits(a, b float32) bool {
-	return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b
-}
-
 // TestDequantizeFloatAVX2: the vector converters give the Go converters'
 // exact bits (NaN payloads and signalling NaNs included) for all 65536
 // halves and bfloat16s, at every offset within a run of eight and of 32

@@ -34,7 +34,7 @@ func TestQ4_Kx4AVX2(t *testing.T) {
 		vecDotQ4_Kx4AVX2(w, stride, a, nb, &out)
 		for r, got := range out {
 			want := vecDotQ4_K(w[r*stride:r*stride+rowBytes], a, nb)
-			if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+			if !sameBits(got, want) {
 				t.Fatalf("iteration %d, row %d of %d blocks (stride %d): x4 %g (%#08x), reference %g (%#08x)",
 					iter, r, nb, stride, got, math.Float32bits(got), want, math.Float32bits(want))
 			}

@@ -42,7 +42,7 @@ func TestQ8_0TileKernelMatchesGeneric(t *testing.T) {
 			for r := range TileRows {
 				got := tile[c][r]
 				want := vecDotQ8_0(w[r*stride:r*stride+rowBytes], a[c*rowBytes:(c+1)*rowBytes], nb)
-				if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+				if !sameBits(got, want) {
 					t.Fatalf("iteration %d, %d blocks: weight row %d × activation row %d: tile %g (%#08x), generic %g (%#08x)",
 						iter, nb, r, c, got, math.Float32bits(got), want, math.Float32bits(want))
 				}

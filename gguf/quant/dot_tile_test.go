@@ -86,7 +86,7 @@ func tileMismatch(typ gguf.Type, maxBlocks, iters int) error {
 					continue
 				}
 				want := d.Dot(w[r*stride:r*stride+d.wBytes], a[(j+c)*d.aBytes:(j+c+1)*d.aBytes])
-				if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+				if !sameBits(got, want) {
 					return fmt.Errorf("%s iteration %d, %d blocks, %d activation rows: weight row %d × activation row %d: DotTile %g (%#08x), Dot %g (%#08x)",
 						typ, iter, nb, n, r, j+c, got, math.Float32bits(got), want, math.Float32bits(want))
 				}

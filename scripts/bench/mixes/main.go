@@ -90,8 +90,10 @@ func run(o options) error {
 		}
 	}
 	imatrix := base + ".imatrix.dat"
-	if err := writeImatrix(base, imatrix); err != nil {
-		return err
+	if _, err := os.Stat(imatrix); err != nil {
+		if err := writeImatrix(base, imatrix); err != nil {
+			return err
+		}
 	}
 	fmt.Printf("| mix | size | prefill tok/s gguftool | llama.cpp | ratio | decode tok/s gguftool | llama.cpp | ratio |\n|---|---|---|---|---|---|---|---|\n")
 	for _, mix := range strings.Split(o.mixes, ",") {
@@ -135,6 +137,7 @@ func quantizeMix(quantmodel, base, imatrix, mix string) (string, error) {
 	}
 	cmd := exec.Command(quantmodel, args...)
 	if log, err := cmd.CombinedOutput(); err != nil { // its progress is long; show it only on failure
+		os.Remove(out + ".tmp")
 		return "", fmt.Errorf("quantmodel %s: %w\n%s", mix, err, log)
 	}
 	return out, os.Rename(out+".tmp", out)
@@ -190,5 +193,10 @@ func writeImatrix(model, out string) error {
 	var file bytes.Buffer
 	binary.Write(&file, le, int32(n))
 	file.Write(body.Bytes())
-	return os.WriteFile(out, file.Bytes(), 0o644)
+	// Written aside and renamed, so an interrupted run leaves no short
+	// file that the next one would take for the matrix.
+	if err := os.WriteFile(out+".tmp", file.Bytes(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(out+".tmp", out)
 }
