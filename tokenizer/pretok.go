@@ -19,6 +19,7 @@ const (
 	exprNewline = `[^\n]+|[\n]+`
 	exprDigits3 = `\p{AFMoE_digits}` // digit runs cut in threes from the right (a splitter, not a regex)
 	exprTinyAya = `\d{1,3}(?=(?:\d{3})*\b)`
+	exprKimiK2  = `\p{Han}+` // stands for Kimi-K2's whole pattern (a splitter, not a regex)
 
 	exprPunctRun     = `[\p{P}\$\+<=>\^~\|]+`
 	exprNumberRun    = `\p{N}+`
@@ -45,6 +46,7 @@ var customSplitters = map[string]splitFunc{
 	exprNewline: splitNewlines,
 	exprDigits3: splitDigits3,
 	exprTinyAya: splitDigits3,
+	exprKimiK2:  splitKimiK2,
 }
 
 // preTokenizer is one of llama.cpp's pre-tokenizer types: its expressions
@@ -55,6 +57,7 @@ type preTokenizer struct {
 	addBOS       bool // add_bos default
 	keepSpaces   bool // clean_spaces off in detokenize
 	noBOS        bool // no BOS token unless the file names one
+	noMerges     bool // tokenizer.ggml.merges may be missing
 }
 
 // The expression lists of llama.cpp's pre-tokenizer types.
@@ -112,6 +115,7 @@ var preTokenizers = func() map[string]preTokenizer {
 	add(preTokenizer{exprs: []string{`(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+`}, keepSpaces: true}, "seed-coder")
 	add(preTokenizer{exprs: []string{exprDigits3, "[\u4E00-\u9FFF\u3400-\u4DBF\u8C48-\uFAFF\u3040-\u309F\u30A0-\u30FF\uFF65-\uFF9F\u2F00-\u2FDF\u0E40-\u0E7F\u0E80-\u0EFF\u1780-\u17FF\u1000-\u109F\uAA60-\uAA7F\uA9E0-\uA9FF\uAC00-\uD7AF\u1100-\u11FF]+", `[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_` + "`" + `{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`}, keepSpaces: true}, "afmoe")
 	add(preTokenizer{exprs: []string{exprNewline, exprQwen2}, keepSpaces: true}, "laguna")
+	add(preTokenizer{exprs: []string{exprKimiK2}, keepSpaces: true, noMerges: true}, "kimi-k2")
 	return m
 }()
 
@@ -123,7 +127,6 @@ var unsupportedPre = map[string]string{
 	"granite-embed-multi-311m": "SentencePiece-style BPE over raw UTF-8",
 	"sarvam-moe":               "SentencePiece-style BPE over raw UTF-8",
 	"whitespace":               "the whitespace tokenizer",
-	"kimi-k2":                  "Kimi-K2's hand-written splitter",
 	"superbpe":                 "an expression that matches empty strings",
 }
 
@@ -352,19 +355,9 @@ func splitLlama3(cpts []rune, lo, hi int, emit func(int), digits int, marks bool
 		cp, f := c.cpt(pos), c.flags(pos)
 
 		// (?i:'s|'t|'re|'ve|'m|'ll|'d)
-		if cp == '\'' && pos+1 < hi {
-			next := lowerASCII(c.cpt(pos + 1))
-			if next == 's' || next == 't' || next == 'm' || next == 'd' {
-				pos += c.token(pos + 2)
-				continue
-			}
-			if pos+2 < hi {
-				nn := lowerASCII(c.cpt(pos + 2))
-				if next == 'r' && nn == 'e' || next == 'v' && nn == 'e' || next == 'l' && nn == 'l' {
-					pos += c.token(pos + 3)
-					continue
-				}
-			}
+		if n := c.contraction(pos); n > 0 {
+			pos += c.token(pos + n)
+			continue
 		}
 
 		// [^\r\n\p{L}\p{N}]?\p{L}+
@@ -379,15 +372,7 @@ func splitLlama3(cpts []rune, lo, hi int, emit func(int), digits int, marks bool
 
 		// \p{N}{1,digits}
 		if cptIsNumber(f) {
-			ini := pos
-			for cptIsNumber(c.flags(pos)) {
-				pos++
-				if pos-ini >= digits {
-					c.token(pos)
-					ini = pos
-				}
-			}
-			c.token(pos)
+			pos = c.numbers(pos, digits)
 			continue
 		}
 
@@ -414,24 +399,139 @@ func splitLlama3(cpts []rune, lo, hi int, emit func(int), digits int, marks bool
 			continue
 		}
 
-		spaces, lastCRLF := 0, 0
-		for cptIsSpace(c.flags(pos + spaces)) {
-			if cptIsCRLF(c.cpt(pos + spaces)) {
-				lastCRLF = pos + spaces + 1
+		pos = c.spaces(pos)
+	}
+}
+
+// contraction is the length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at pos, 0 if
+// there is none. llama.cpp lowers with unicode_tolower, so a non-ASCII
+// letter whose lowercase is one of these counts too.
+func (c *splitCursor) contraction(pos int) int {
+	if c.cpt(pos) != '\'' || pos+1 >= c.hi {
+		return 0
+	}
+	next := lowerASCII(c.cpt(pos + 1))
+	if next == 's' || next == 't' || next == 'm' || next == 'd' {
+		return 2
+	}
+	if pos+2 < c.hi {
+		nn := lowerASCII(c.cpt(pos + 2))
+		if next == 'r' && nn == 'e' || next == 'v' && nn == 'e' || next == 'l' && nn == 'l' {
+			return 3
+		}
+	}
+	return 0
+}
+
+// numbers is \p{N}{1,digits} repeated over the run of numbers at pos: it
+// ends a piece after every digits code points and at the run's end, which
+// it returns.
+func (c *splitCursor) numbers(pos, digits int) int {
+	ini := pos
+	for cptIsNumber(c.flags(pos)) {
+		pos++
+		if pos-ini >= digits {
+			c.token(pos)
+			ini = pos
+		}
+	}
+	c.token(pos)
+	return pos
+}
+
+// spaces is the tail the Llama-3 style splitters share,
+// \s*[\r\n]+|\s+(?!\S)|\s+, and otherwise one code point on its own: it
+// ends the piece it finds at pos and returns where it ends.
+func (c *splitCursor) spaces(pos int) int {
+	spaces, lastCRLF := 0, 0
+	for cptIsSpace(c.flags(pos + spaces)) {
+		if cptIsCRLF(c.cpt(pos + spaces)) {
+			lastCRLF = pos + spaces + 1
+		}
+		spaces++
+	}
+	switch {
+	case lastCRLF > 0: // \s*[\r\n]+
+		pos = lastCRLF
+	case spaces > 1 && c.cpt(pos+spaces) != cptOutOfRange: // \s+(?!\S)
+		pos += spaces - 1
+	case spaces > 0: // \s+
+		pos += spaces
+	default:
+		pos++
+	}
+	c.token(pos)
+	return pos
+}
+
+// splitKimiK2 is unicode_regex_split_custom_kimi_k2, which llama.cpp runs
+// in place of the expression \p{Han}+ for Kimi-K2's whole pattern:
+//
+//	[\p{Han}]+
+//	|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+//	|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+//	|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//
+// as llama.cpp approximates it: the two letter alternatives are one run
+// of \p{L} code points that are not Han (marks are not taken, case is not
+// looked at), with a contraction glued to its end, and Han runs come first.
+func splitKimiK2(cpts []rune, lo, hi int, emit func(int)) {
+	c := &splitCursor{cpts: cpts, lo: lo, hi: hi, prevEnd: lo, emit: emit}
+	letter := func(pos int) bool { return cptIsLetter(c.flags(pos)) && !cptIsHan(c.cpt(pos)) }
+	for pos := lo; pos < hi; {
+		cp, f := c.cpt(pos), c.flags(pos)
+
+		// [\p{Han}]+
+		if cptIsHan(cp) {
+			for cptIsHan(c.cpt(pos)) {
+				pos++
 			}
-			spaces++
+			c.token(pos)
+			continue
 		}
-		switch {
-		case lastCRLF > 0: // \s*[\r\n]+
-			pos = lastCRLF
-		case spaces > 1 && c.cpt(pos+spaces) != cptOutOfRange: // \s+(?!\S)
-			pos += spaces - 1
-		case spaces > 0: // \s+
-			pos += spaces
-		default:
-			pos++
+
+		// Letters, after at most one code point that is no line break,
+		// letter or number, then a contraction.
+		lead := !cptIsCRLF(cp) && !cptIsLetter(f) && !cptIsNumber(f)
+		if letter(pos) || lead && letter(pos+1) {
+			pos++ // the first letter or the lead
+			for letter(pos) {
+				pos++
+			}
+			pos += c.contraction(pos)
+			c.token(pos)
+			continue
 		}
-		c.token(pos)
+
+		// \p{N}{1,3}
+		if cptIsNumber(f) {
+			pos = c.numbers(pos, 3)
+			continue
+		}
+
+		// ` ?[^\s\p{L}\p{N}]+[\r\n]*`; unlike the Llama-3 splitter this
+		// one tests the flags after an initial space for being inside the
+		// text, so a space that ends the text falls through to \s+.
+		f2 := f
+		if cp == ' ' {
+			f2 = c.flags(pos + 1)
+		}
+		if !cptIsWordLike(f2) && f2 != 0 {
+			if cp == ' ' {
+				pos++
+			}
+			for !cptIsWordLike(f2) && f2 != 0 {
+				pos++
+				f2 = c.flags(pos)
+			}
+			for cptIsCRLF(c.cpt(pos)) {
+				pos++
+			}
+			c.token(pos)
+			continue
+		}
+
+		pos = c.spaces(pos)
 	}
 }
 

@@ -185,6 +185,11 @@ func (t *Tokenizer) readMerges(m tokMetadata) error {
 		return err
 	}
 	if !ok {
+		// llama.cpp lets a Kimi-K2 vocabulary go without merges: every
+		// word is then cut into its characters.
+		if preTokenizers[t.pre].noMerges {
+			return nil
+		}
 		return m.errorf(key, "missing: a gpt2 tokenizer needs its BPE merges")
 	}
 	merges, _ := v.Strings()

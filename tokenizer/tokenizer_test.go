@@ -164,12 +164,86 @@ func oracleModels() []tokModel {
 			extra: []string{"<|user|> hi <|end|>", "<|user|>\n\nx<|assistant|>  y", "<tool>  a", "a  <tool>", "<|endoftext|>  z"}},
 	}
 	for _, pre := range []string{"llama-bpe", "default", "deepseek-v3", "gpt-4o", "falcon", "starcoder", "command-r",
-		"stablelm2", "qwen35", "dbrx", "chatglm-bpe", "poro-chat", "bloom", "viking", "tekken", "exaone-moe",
+		"stablelm2", "qwen35", "dbrx", "chatglm-bpe", "glm4", "poro-chat", "bloom", "viking", "tekken", "exaone-moe",
 		"chameleon", "granite-embed-multi-97m", "tiny_aya", "bailingmoe", "seed-coder", "afmoe", "laguna",
-		"minicpm5", "deepseek-llm", "deepseek-coder", "youtu", "jais-2", "trillion", "mpt"} {
+		"minicpm5", "deepseek-llm", "deepseek-coder", "youtu", "jais-2", "trillion", "mpt", "kimi-k2"} {
 		ms = append(ms, tokModel{name: "llama gpt2/" + pre, arch: "llama", pre: pre})
 	}
-	return ms
+	return append(ms,
+		tokModel{name: "llama gpt2/kimi-k2 with Han merges", arch: "llama", pre: "kimi-k2", edit: kimiMerges, extra: kimiCorpus()},
+		tokModel{name: "llama gpt2/kimi-k2 without merges", arch: "llama", pre: "kimi-k2", extra: kimiCorpus(),
+			edit: func(kvs []gguf.KV) []gguf.KV { return setKV(kvs, "tokenizer.ggml.merges", gguf.Value{}) }})
+}
+
+// kimiWords are words across the cuts Kimi-K2's splitter makes and the
+// Llama-3 style ones do not: Han next to Latin, kana, Hangul, a space, a
+// digit or punctuation; letters after a line break or a digit and before
+// a combining mark; the edges of its Han ranges (U+3400, U+4DBF, U+9FFF,
+// U+F900, U+20000, U+2A6DF, U+2F800, U+2FA1F) and ideographs it does not
+// count as Han (U+3007, U+2F00).
+var kimiWords = []string{"中文", "世界", "你好", "日本語", "a中", "中a", " 中", " 中文", "中 ", "的x", "x的",
+	"中1", "1中", "，中", "中，", "の日", "日の", "한中", "中한", "中's", "中'S", "é中", "中\u0301",
+	"\u33ff\u3400", "\u4dbf\u4dc0", "\u4dc0中", "\u9fff\ua000", "\uf900中", "\uf8ff\uf900", "\U00020000中",
+	"\U0002a6df\U0002a6e0", "\U0002f800a", "\U0002fa1f\U0002fa20", "〇中", "\u2f00中", "\n中", "中\n", "\t中", "-中", "\na", "\ra", "1a", "\ta", "ab\u0301"}
+
+// kimiMerges puts merges in front of a vocabulary's own that join each of
+// kimiWords, first the bytes of every character, then the characters
+// left to right, and appends the tokens they make, so that a cut
+// Kimi-K2's splitter makes or misses changes the ids.
+func kimiMerges(kvs []gguf.KV) []gguf.KV {
+	toks, _ := getKV(kvs, "tokenizer.ggml.tokens").Strings()
+	old, _ := getKV(kvs, "tokenizer.ggml.merges").Strings()
+	tt := getKV(kvs, "tokenizer.ggml.token_type").Interface().([]int32)
+	toks, tt = slices.Clone(toks), slices.Clone(tt)
+	have := map[string]bool{}
+	for _, s := range toks {
+		have[s] = true
+	}
+	var merges []string
+	chain := func(syms []string) string {
+		joined := syms[0]
+		for _, next := range syms[1:] {
+			merges = append(merges, joined+" "+next)
+			if joined += next; !have[joined] {
+				have[joined] = true
+				toks, tt = append(toks, joined), append(tt, 1)
+			}
+		}
+		return joined
+	}
+	chars := make([][]string, len(kimiWords))
+	for i, w := range kimiWords {
+		for _, r := range w {
+			var bytes []string
+			for _, b := range []byte(string(r)) {
+				bytes = append(bytes, byteUTF8[b])
+			}
+			chars[i] = append(chars[i], chain(bytes))
+		}
+	}
+	for _, c := range chars {
+		chain(c)
+	}
+	kvs = setKV(kvs, "tokenizer.ggml.merges", gguf.Array(append(merges, old...)))
+	kvs = setKV(kvs, "tokenizer.ggml.tokens", gguf.Array(toks))
+	return setKV(kvs, "tokenizer.ggml.token_type", gguf.Array(tt))
+}
+
+// kimiCorpus mixes kimiWords with letters, contractions, digits, spaces
+// and punctuation.
+func kimiCorpus() []string {
+	rng := rand.New(rand.NewPCG(15, 15))
+	parts := append(slices.Clone(kimiWords), "abc", "Hello", "IT", "naïve", "'s", "'LL", "'re", "'", "12345", " ",
+		"  ", "\r\n", "\n\n", "\t", ".", "!?", " (", "カタカナ", "한국어", "e\u0301", "😀", "\xff")
+	out := slices.Clone(kimiWords)
+	for range 300 {
+		var b strings.Builder
+		for range 1 + rng.IntN(10) {
+			b.WriteString(parts[rng.IntN(len(parts))])
+		}
+		out = append(out, b.String())
+	}
+	return out
 }
 
 // craftedCorpus mixes the crafted vocabulary's tokens into text.
@@ -350,9 +424,10 @@ func TestTokenizerRoundTrip(t *testing.T) {
 		{name: "deepseek-v3", arch: "deepseek2"},
 		{name: "gpt-4o", arch: "gpt-oss"},
 		{name: "tekken", arch: "llama", pre: "tekken"},
+		{name: "kimi-k2", arch: "llama", pre: "kimi-k2", edit: kimiMerges},
 	} {
 		_, tok := m.write(t, dir)
-		for _, s := range tokenizerCorpus() {
+		for _, s := range append(tokenizerCorpus(), kimiCorpus()...) {
 			if !utf8.ValidString(s) {
 				continue
 			}
@@ -436,7 +511,7 @@ func TestNewTokenizerErrors(t *testing.T) {
 		{"unknown model", "tokenizer.ggml.model", gguf.String("wordpiece"), `unknown tokenizer "wordpiece"`},
 		{"unsupported model", "tokenizer.ggml.model", gguf.String("t5"), `"t5" is a tokenizer llama.cpp has`},
 		{"unknown pre", "tokenizer.ggml.pre", gguf.String("nope"), `unknown pre-tokenizer "nope"`},
-		{"unsupported pre", "tokenizer.ggml.pre", gguf.String("kimi-k2"), `"kimi-k2"`},
+		{"unsupported pre", "tokenizer.ggml.pre", gguf.String("superbpe"), `"superbpe" (an expression`},
 		{"no merges", "tokenizer.ggml.merges", gguf.Value{}, "tokenizer.ggml.merges: missing"},
 		{"merges type", "tokenizer.ggml.merges", gguf.Array([]int32{1}), "array of"},
 		{"no tokens", "tokenizer.ggml.tokens", gguf.Value{}, "tokenizer.ggml.tokens: missing"},
@@ -535,6 +610,9 @@ var (
 	pinGPT2     = tokModel{name: "llama gpt2/gpt-2", arch: "llama"}
 	pinSPM      = tokModel{name: "llama spm", arch: "llama", tokenizer: synth.TokenizerSPM}
 	pinDeepseek = tokModel{name: "deepseek2 gpt2/deepseek-v3", arch: "deepseek2"}
+	pinKimi     = tokModel{name: "llama gpt2/kimi-k2 with Han merges", arch: "llama", pre: "kimi-k2", edit: kimiMerges}
+	pinKimiBare = tokModel{name: "llama gpt2/kimi-k2 without merges", arch: "llama", pre: "kimi-k2",
+		edit: func(kvs []gguf.KV) []gguf.KV { return setKV(kvs, "tokenizer.ggml.merges", gguf.Value{}) }}
 )
 
 // pinnedCases were recorded from llama.cpp v0.4.0 with tokref: the ids of
@@ -556,4 +634,7 @@ var pinnedCases = []struct {
 	{pinSPM, "<|im_start|>user\nhi<|im_end|>", true, true, []int{1, 510, 509, 501, 499, 262, 13, 326, 511}, "<s><|im_start|> user\nhi<|im_end|>"},
 	{pinSPM, "é\t2", false, false, []int{509, 198, 172, 12, 461}, "é\t2"},
 	{pinDeepseek, "1234567 年 IT'S", false, false, []int{49, 50, 51, 52, 53, 54, 55, 32, 229, 185, 180, 32, 73, 84, 39, 83}, "1234567 年 IT'S"},
+	{pinKimi, "Hello中文world's IT'S 1234 日本語の\n\tx 中 a中", false, false, []int{431, 572, 119, 267, 108, 100, 39, 115, 32, 73, 84, 39, 83, 32, 49, 50, 51, 52, 32, 576, 534, 10, 9, 120, 32, 513, 258, 513}, "Hello中文world's IT'S 1234 日本語の\n\tx 中 a中"},
+	{pinKimi, "豈中\U00020000中 〇中 the quick", false, false, []int{232, 177, 136, 513, 603, 32, 569, 513, 261, 32, 372, 105, 305}, "豈中\U00020000中 〇中 the quick"},
+	{pinKimiBare, "豈中\U00020000中 〇中 the quick", false, false, []int{232, 177, 136, 228, 184, 173, 240, 160, 128, 128, 228, 184, 173, 32, 227, 128, 135, 228, 184, 173, 32, 116, 104, 101, 32, 113, 117, 105, 99, 107}, "豈中\U00020000中 〇中 the quick"},
 }

@@ -67,6 +67,20 @@ func lowerASCII(c rune) rune {
 	return c
 }
 
+// cptIsHan is unicode_cpt_is_han: the CJK ideograph blocks (unified,
+// extensions A to F, compatibility and its supplement) Kimi-K2's splitter
+// keeps apart from other letters. It is a fixed list of ranges, not the
+// Unicode Han script: U+3007 and U+2E80–U+2FDF are not in it.
+func cptIsHan(c rune) bool {
+	switch {
+	case c >= 0x4E00 && c <= 0x9FFF, c >= 0x3400 && c <= 0x4DBF, c >= 0x20000 && c <= 0x2A6DF,
+		c >= 0x2A700 && c <= 0x2B73F, c >= 0x2B740 && c <= 0x2B81F, c >= 0x2B820 && c <= 0x2CEAF,
+		c >= 0x2CEB0 && c <= 0x2EBEF, c >= 0xF900 && c <= 0xFAFF, c >= 0x2F800 && c <= 0x2FA1F:
+		return true
+	}
+	return false
+}
+
 // utf8SeqLen is unicode_len_utf8: the sequence length a lead byte
 // announces, 1 for continuation and ASCII bytes.
 func utf8SeqLen(b byte) int {
