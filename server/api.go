@@ -34,6 +34,10 @@ type CompletionRequest struct {
 type ChatMessage struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"` // a string, or an array of {"type":"text","text":…} parts
+	// ReasoningContent is an assistant turn's reasoning, as this server's
+	// responses (and llama.cpp's) return it; templates that show past
+	// reasoning (Qwen3, GLM, gpt-oss) render it.
+	ReasoningContent *string `json:"reasoning_content"`
 }
 
 // ChatRequest is POST /v1/chat/completions.
@@ -51,6 +55,13 @@ type ChatRequest struct {
 	Logprobs            bool            `json:"logprobs"`
 	TopLogprobs         *int            `json:"top_logprobs"`
 	N                   *int            `json:"n"`
+	// ReasoningEffort is the template variable reasoning_effort (gpt-oss:
+	// low, medium, high).
+	ReasoningEffort *string `json:"reasoning_effort"`
+	// ChatTemplateKwargs are further template variables, as llama.cpp's
+	// server takes them: {"enable_thinking": false} for Qwen3 and GLM,
+	// {"thinking": true} for DeepSeek-V3.1.
+	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs"`
 }
 
 // APIError is the OpenAI error body: {"error": {...}}.
@@ -99,6 +110,7 @@ type params struct {
 	stop        []string
 	stream      bool
 	logprobs    int // −1: none; otherwise the number of top alternatives
+	chat        *chatGen
 }
 
 // limits bound what a request may ask for.
@@ -229,6 +241,10 @@ type ChatChoice struct {
 type ChatOut struct {
 	Role    string  `json:"role,omitempty"`
 	Content *string `json:"content,omitempty"`
+	// ReasoningContent is the reply's reasoning, split from its content
+	// by the template's markers (<think>…</think>, gpt-oss's analysis
+	// channel); absent when there is none.
+	ReasoningContent *string `json:"reasoning_content,omitempty"`
 }
 
 // ChatLogprobs is the chat logprobs object.

@@ -1,76 +1,94 @@
 package server
 
 import (
-	"strings"
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/gguftool/gguftool/chattmpl"
+	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/tokenizer"
 )
 
-// Chat templates. GGUF files carry a Jinja template (tokenizer.chat_template)
-// that gguftool does not evaluate; instead it recognises the ChatML family
-// in it (the <|im_start|> markers Qwen, OLMoE-Instruct and synth use) and
-// renders that natively, and otherwise uses the architecture's documented
-// built-in template. Which one a response used is in its
-// X-Gguftool-Chat-Template header and the request's log line.
+// Chat templates. A chat request is rendered with a Jinja template
+// evaluated by package chattmpl: Config.ChatTemplate when set (serve's
+// --chat-template FILE), else the GGUF's own tokenizer.chat_template,
+// else ChatML (the format Qwen, OLMoE-Instruct and synth use). A template
+// that cannot be evaluated stops the server at start-up. Which one a
+// response used is in its X-Gguftool-Chat-Template header ("file:NAME",
+// "gguf", "builtin:chatml") and the request's log line.
 
-// chatTemplate renders messages into a prompt that ends where the
-// assistant's reply begins.
+// chatMLTemplate is the fallback for a model without a template.
+const chatMLTemplate = `{%- for message in messages -%}
+{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}`
+
+// chatTemplate is the template chat requests are rendered with, and what
+// its header calls it.
 type chatTemplate struct {
-	Name   string // "gguf:chatml", "builtin:chatml", "builtin:mistral-inst", "builtin:tulu"
-	render func(msgs []message) string
+	Name string // "file:NAME", "gguf", "builtin:chatml"
+	*chattmpl.Template
 }
 
-type message struct{ role, content string }
-
-// pickTemplate chooses the template for a model.
-func pickTemplate(arch, ggufTemplate string) chatTemplate {
-	if strings.Contains(ggufTemplate, "<|im_start|>") && strings.Contains(ggufTemplate, "<|im_end|>") {
-		return chatTemplate{Name: "gguf:chatml", render: renderChatML}
-	}
-	switch arch {
-	case "llama":
-		return chatTemplate{Name: "builtin:mistral-inst", render: renderMistral}
-	case "olmoe":
-		return chatTemplate{Name: "builtin:tulu", render: renderTulu}
-	}
-	return chatTemplate{Name: "builtin:chatml", render: renderChatML}
-}
-
-// renderChatML: <|im_start|>role\ncontent<|im_end|>\n per message, then
-// <|im_start|>assistant\n.
-func renderChatML(msgs []message) string {
-	var b strings.Builder
-	for _, m := range msgs {
-		b.WriteString("<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n")
-	}
-	b.WriteString("<|im_start|>assistant\n")
-	return b.String()
-}
-
-// renderMistral: [INST] user [/INST] assistant</s> turns; a system
-// message is prepended to the first user turn.
-func renderMistral(msgs []message) string {
-	var b strings.Builder
-	system := ""
-	for _, m := range msgs {
-		switch m.role {
-		case "system":
-			system += m.content + "\n\n"
-		case "user":
-			b.WriteString("[INST] " + system + m.content + " [/INST]")
-			system = ""
-		default:
-			b.WriteString(" " + m.content + "</s>")
+// pickTemplate parses the template for a model: override (named
+// overrideName) when set, else the GGUF's, else ChatML.
+func pickTemplate(meta *gguf.File, tok *tokenizer.Tokenizer, override, overrideName string) (chatTemplate, error) {
+	bos, eos := specialText(meta, tok, "bos"), specialText(meta, tok, "eos")
+	name, what, src := "builtin:chatml", "the built-in ChatML template", chatMLTemplate
+	if v, ok := meta.Lookup("tokenizer.chat_template"); ok {
+		if s, ok := v.Str(); ok && s != "" {
+			name, what, src = "gguf", "tokenizer.chat_template (the GGUF's)", s
 		}
 	}
-	return b.String()
+	if override != "" {
+		name, what, src = "file:"+overrideName, overrideName, override
+	}
+	t, err := chattmpl.Parse(what, src, bos, eos)
+	if err != nil {
+		return chatTemplate{}, fmt.Errorf("server: %w", err)
+	}
+	return chatTemplate{Name: name, Template: t}, nil
 }
 
-// renderTulu: <|system|>, <|user|>, <|assistant|> blocks (OLMoE-Instruct's
-// Tulu format), then <|assistant|>.
-func renderTulu(msgs []message) string {
-	var b strings.Builder
-	for _, m := range msgs {
-		b.WriteString("<|" + m.role + "|>\n" + m.content + "\n")
+// specialText is the text of the token tokenizer.ggml.ROLE_token_id names
+// (the template's bos_token or eos_token); "" when there is none.
+func specialText(meta *gguf.File, tok *tokenizer.Tokenizer, role string) string {
+	v, ok := meta.Lookup("tokenizer.ggml." + role + "_token_id")
+	if !ok {
+		return ""
 	}
-	b.WriteString("<|assistant|>\n")
-	return b.String()
+	id, ok := v.Uint()
+	if !ok || id >= uint64(tok.Len()) {
+		return ""
+	}
+	return tok.Piece(int(id), true)
+}
+
+// chatGen is what a chat generation needs beyond the sampling
+// parameters.
+type chatGen struct {
+	split   *chattmpl.Splitter // splits the reply into reasoning and content
+	special bool               // decode control tokens, which may be reasoning markers
+}
+
+// reasoningEfforts are the values reasoning_effort may take.
+var reasoningEfforts = map[string]bool{"minimal": true, "low": true, "medium": true, "high": true}
+
+// templateOptions reads the template variables of a chat request:
+// chat_template_kwargs, then reasoning_effort over them.
+func templateOptions(req *ChatRequest) (chattmpl.Options, *APIError) {
+	o := chattmpl.Options{AddGenerationPrompt: true, Vars: map[string]any{}}
+	if raw := bytes.TrimSpace(req.ChatTemplateKwargs); len(raw) > 0 && string(raw) != "null" {
+		if raw[0] != '{' || json.Unmarshal(raw, &o.Vars) != nil {
+			return o, badRequest("chat_template_kwargs", "chat_template_kwargs must be a JSON object")
+		}
+	}
+	if req.ReasoningEffort != nil {
+		if !reasoningEfforts[*req.ReasoningEffort] {
+			return o, badRequest("reasoning_effort", "reasoning_effort %q is not one of minimal, low, medium, high", *req.ReasoningEffort)
+		}
+		o.Vars["reasoning_effort"] = *req.ReasoningEffort
+	}
+	return o, nil
 }

@@ -16,6 +16,9 @@ func FuzzRequest(f *testing.F) {
 		`{"prompt":[1,2,3],"stream":true,"logprobs":2}`,
 		`{"messages":[{"role":"user","content":"hi"}],"stop":["a"],"temperature":0.5,"seed":1}`,
 		`{"messages":[{"role":"system","content":[{"type":"text","text":"x"}]}],"top_logprobs":1,"logprobs":true}`,
+		`{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b","reasoning_content":"r"}],"reasoning_effort":"low"}`,
+		`{"messages":[{"role":"user","content":"a"}],"chat_template_kwargs":{"enable_thinking":false,"x":[1,{"y":null}]}}`,
+		`{"messages":[{"role":"user","content":"a"}],"chat_template_kwargs":{"bos_token":"x"},"reasoning_effort":7}`,
 		`{"prompt":"a","max_tokens":1e3}`, `{"prompt":null}`, `{}`, `[]`, `{"prompt":"\u0000"}`,
 	} {
 		f.Add(seed, false)

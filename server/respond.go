@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/gguftool/gguftool/chattmpl"
 )
 
 // responder writes one generation as a JSON response or as server-sent
@@ -21,25 +23,45 @@ type responder struct {
 	chat    bool
 	p       params
 	started bool
-	text    strings.Builder
-	tokens  []tokenInfo
-	offset  int
+	// split, when the template marks reasoning, divides the reply into
+	// reasoning and content.
+	split     *chattmpl.Splitter
+	reasoning strings.Builder
+	text      strings.Builder
+	tokens    []tokenInfo
+	offset    int
 }
 
 func (o *responder) created() int64 { return time.Now().Unix() }
 
 // piece handles new text.
 func (o *responder) piece(ev event) {
+	reasoning, text := o.divide(ev.text, false)
 	if !o.p.stream {
-		o.text.WriteString(ev.text)
+		o.reasoning.WriteString(reasoning)
+		o.text.WriteString(text)
 		o.tokens = append(o.tokens, ev.tokens...)
 		return
 	}
 	o.start()
-	if ev.text == "" && o.p.logprobs < 0 {
+	if text == "" && reasoning == "" && o.p.logprobs < 0 {
 		return
 	}
-	o.send(o.chunk(ev.text, ev.tokens, nil, nil))
+	o.send(o.chunk(reasoning, text, ev.tokens, nil, nil))
+}
+
+// divide splits new text into reasoning and content; last adds what the
+// splitter held back.
+func (o *responder) divide(text string, last bool) (reasoning, content string) {
+	if o.split == nil {
+		return "", text
+	}
+	reasoning, content = o.split.Push(text)
+	if last {
+		r, c := o.split.Flush()
+		reasoning, content = reasoning+r, content+c
+	}
+	return reasoning, content
 }
 
 // start writes the stream's headers and, for chat, the role delta.
@@ -69,10 +91,14 @@ func (o *responder) send(v any) {
 }
 
 // chunk is one streamed piece; finish and usage are set on the last.
-func (o *responder) chunk(text string, toks []tokenInfo, finish *string, usage *Usage) any {
+// reasoning is the chat reply's reasoning in it, if any.
+func (o *responder) chunk(reasoning, text string, toks []tokenInfo, finish *string, usage *Usage) any {
 	if o.chat {
 		c := ChatChoice{Delta: &ChatOut{}, FinishReason: finish, Logprobs: o.chatLogprobs(toks)}
-		if text != "" || finish == nil {
+		if reasoning != "" {
+			c.Delta.ReasoningContent = &reasoning
+		}
+		if text != "" || finish == nil && reasoning == "" {
 			c.Delta.Content = &text
 		}
 		return &ChatCompletion{ID: o.id, Object: "chat.completion.chunk", Created: o.created(), Model: o.s.cfg.ModelName,
@@ -105,22 +131,28 @@ func (o *responder) finish(ev event) {
 	o.rl.attrs = append(o.rl.attrs, "completion_tokens", ev.usage.CompletionTokens, "finish", ev.finish)
 	finish := ev.finish
 	usage := ev.usage
+	reasoning, last := o.divide(ev.text, true)
 	if o.p.stream {
 		o.start()
-		o.send(o.chunk(ev.text, ev.tokens, &finish, &usage))
+		o.send(o.chunk(reasoning, last, ev.tokens, &finish, &usage))
 		fmt.Fprint(o.w, "data: [DONE]\n\n")
 		if f, ok := o.w.(http.Flusher); ok {
 			f.Flush()
 		}
 		return
 	}
-	o.text.WriteString(ev.text)
+	o.reasoning.WriteString(reasoning)
+	o.text.WriteString(last)
 	o.tokens = append(o.tokens, ev.tokens...)
 	text := o.text.String()
 	if o.chat {
+		out := &ChatOut{Role: "assistant", Content: &text}
+		if r := o.reasoning.String(); r != "" {
+			out.ReasoningContent = &r
+		}
 		writeJSON(o.w, &ChatCompletion{ID: o.id, Object: "chat.completion", Created: o.created(), Model: o.s.cfg.ModelName,
 			SystemFingerprint: "gguftool", Usage: &usage, Choices: []ChatChoice{{
-				Message: &ChatOut{Role: "assistant", Content: &text}, FinishReason: &finish, Logprobs: o.chatLogprobs(o.tokens)}}})
+				Message: out, FinishReason: &finish, Logprobs: o.chatLogprobs(o.tokens)}}})
 		return
 	}
 	writeJSON(o.w, &Completion{ID: o.id, Object: "text_completion", Created: o.created(), Model: o.s.cfg.ModelName, Usage: &usage,

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gguftool/gguftool/chattmpl"
 	"github.com/gguftool/gguftool/engine"
 	"github.com/gguftool/gguftool/tokenizer"
 )
@@ -43,7 +44,12 @@ type Config struct {
 	Context int
 	// APIKey, when set, is required as "Authorization: Bearer KEY".
 	APIKey string
-	Logger *slog.Logger
+	// ChatTemplate, when set, is the Jinja chat template chat requests
+	// are rendered with instead of the GGUF's; ChatTemplateName names it
+	// (in errors, and as "file:NAME" in the X-Gguftool-Chat-Template
+	// header).
+	ChatTemplate, ChatTemplateName string
+	Logger                         *slog.Logger
 }
 
 // Server serves one model.
@@ -99,11 +105,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	tmpl := ""
-	if v, ok := m.Meta.Lookup("tokenizer.chat_template"); ok {
-		tmpl, _ = v.Str()
+	tmpl, err := pickTemplate(m.Meta, tok, cfg.ChatTemplate, cfg.ChatTemplateName)
+	if err != nil {
+		return nil, err
 	}
-	s := &Server{cfg: cfg, tok: tok, tmpl: pickTemplate(m.Hparams.Arch, tmpl),
+	s := &Server{cfg: cfg, tok: tok, tmpl: tmpl,
 		lim:     limits{maxTokens: cfg.MaxTokens, defaultMax: cfg.DefaultMaxTokens, maxStop: 4, maxStopBytes: 256},
 		metrics: newMetrics(cfg.QueueSize), created: time.Now().Unix()}
 	s.queue = newJobQueue(cfg.QueueSize, s.metrics)
@@ -414,29 +420,62 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, rl *reqLog) {
 		writeError(w, rl, badRequest("messages", "messages must not be empty"))
 		return
 	}
-	msgs := make([]message, len(req.Messages))
-	for i, m := range req.Messages {
+	msgs, aerr := chatMessages(req.Messages)
+	if aerr != nil {
+		writeError(w, rl, aerr)
+		return
+	}
+	opts, aerr := templateOptions(&req)
+	if aerr != nil {
+		writeError(w, rl, aerr)
+		return
+	}
+	w.Header().Set("X-Gguftool-Chat-Template", s.tmpl.Name)
+	rl.attrs = append(rl.attrs, "chat_template", s.tmpl.Name)
+	text, err := s.tmpl.Render(msgs, opts)
+	if err != nil {
+		writeError(w, rl, badRequest("messages", "%v", err))
+		return
+	}
+	prompt := s.tok.Encode(text, true, true)
+	// A template that writes bos_token itself, with a vocabulary that adds
+	// BOS too, would start the prompt with two; llama.cpp's server keeps
+	// one.
+	if bos, ok := s.tok.BOS(); ok && len(prompt) > 1 && prompt[0] == bos && prompt[1] == bos {
+		prompt = prompt[1:]
+	}
+	p.chat = &chatGen{split: s.tmpl.NewSplitter(text), special: s.tmpl.Format() != chattmpl.FormatNone}
+	s.generate(w, r, rl, prompt, p, true)
+}
+
+// chatMessages checks the request's messages and converts them for the
+// template: developer is system, content parts are joined, an assistant
+// turn's reasoning_content is its reasoning.
+func chatMessages(in []ChatMessage) ([]chattmpl.Message, *APIError) {
+	msgs := make([]chattmpl.Message, len(in))
+	for i, m := range in {
 		switch m.Role {
 		case "system", "developer", "user", "assistant":
 		default:
-			writeError(w, rl, badRequest(fmt.Sprintf("messages[%d].role", i), "role %q is not one of system, developer, user, assistant", m.Role))
-			return
+			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "role %q is not one of system, developer, user, assistant", m.Role)
 		}
 		text, aerr := chatContent(m.Content, i)
 		if aerr != nil {
-			writeError(w, rl, aerr)
-			return
+			return nil, aerr
 		}
 		role := m.Role
 		if role == "developer" {
 			role = "system"
 		}
-		msgs[i] = message{role, text}
+		msgs[i] = chattmpl.Message{Role: role, Content: text}
+		if m.ReasoningContent != nil {
+			if role != "assistant" {
+				return nil, badRequest(fmt.Sprintf("messages[%d].reasoning_content", i), "reasoning_content is for assistant messages only")
+			}
+			msgs[i].Reasoning = m.ReasoningContent
+		}
 	}
-	w.Header().Set("X-Gguftool-Chat-Template", s.tmpl.Name)
-	rl.attrs = append(rl.attrs, "chat_template", s.tmpl.Name)
-	prompt := s.tok.Encode(s.tmpl.render(msgs), true, true)
-	s.generate(w, r, rl, prompt, p, true)
+	return msgs, nil
 }
 
 // job is one generation waiting for, or running on, the model.
@@ -497,6 +536,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, rl *reqLog, pr
 		id, object = "chatcmpl-"+rl.id, "chat.completion"
 	}
 	out := &responder{s: s, w: w, rl: rl, id: id, object: object, chat: chat, p: p}
+	if p.chat != nil && s.tmpl.Format() != chattmpl.FormatNone {
+		out.split = p.chat.split
+	}
 	for {
 		var ev event
 		select {
@@ -575,7 +617,7 @@ var errStopSequence = errors.New("stop sequence")
 
 func (s *Server) run(j *job) {
 	p := j.p
-	st := &stopper{tok: s.tok, stops: p.stop}
+	st := &stopper{tok: s.tok, stops: p.stop, special: p.chat != nil && p.chat.special}
 	send := func(ev event) bool {
 		select {
 		case j.events <- ev:

@@ -201,7 +201,7 @@ func TestCompletions(t *testing.T) {
 func TestChat(t *testing.T) {
 	m := testModel(t)
 	url, s, _ := start(t, testConfig(m))
-	if s.ChatTemplate() != "gguf:chatml" {
+	if s.ChatTemplate() != "gguf" {
 		t.Fatalf("template %s", s.ChatTemplate())
 	}
 	msgs := `[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hello"}]}]`
@@ -212,7 +212,7 @@ func TestChat(t *testing.T) {
 		*c.Choices[0].Message.Content != want || c.Choices[0].Message.Role != "assistant" || c.Usage == nil {
 		t.Fatalf("chat: %d %s (want %q)", resp.StatusCode, body, want)
 	}
-	if resp.Header.Get("X-Gguftool-Chat-Template") != "gguf:chatml" {
+	if resp.Header.Get("X-Gguftool-Chat-Template") != "gguf" {
 		t.Errorf("template header %q", resp.Header.Get("X-Gguftool-Chat-Template"))
 	}
 	resp, body = post(t, url+"/v1/chat/completions", `{"messages":`+msgs+`,"max_tokens":10,"temperature":0,"stream":true,"logprobs":true,"top_logprobs":2}`)

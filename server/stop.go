@@ -15,16 +15,19 @@ import (
 type stopper struct {
 	tok   *tokenizer.Tokenizer
 	stops []string
-	ids   []int
-	text  string
-	sent  int
+	// special writes control tokens out, for a chat template whose
+	// reasoning markers may be control tokens (gpt-oss's channels).
+	special bool
+	ids     []int
+	text    string
+	sent    int
 }
 
 // push adds a token and returns the text that can be sent now, and
 // whether a stop sequence ended the text.
 func (s *stopper) push(id int) (string, bool) {
 	s.ids = append(s.ids, id)
-	s.text = s.tok.Decode(s.ids, false, false)
+	s.text = s.tok.Decode(s.ids, false, s.special)
 	cut := -1
 	for _, stop := range s.stops {
 		if i := strings.Index(s.text, stop); i >= 0 && (cut < 0 || i < cut) {

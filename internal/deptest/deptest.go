@@ -29,6 +29,7 @@ var Layers = map[string]int{
 	"gguf":       1,
 	"gguf/quant": 1,
 
+	"chattmpl":  2,
 	"synth":     2,
 	"quantize":  2,
 	"container": 2,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gguftool/gguftool/chattmpl"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/runflags"
 	"github.com/gguftool/gguftool/internal/iostreams"
@@ -39,6 +40,7 @@ type ServeOptions struct {
 	Grace            time.Duration
 	LogFormat        string
 	Config           string
+	ChatTemplate     string // a Jinja file replacing the GGUF's chat template
 	Flags            runflags.Model
 	// Ready, if set, is called with the address once the server listens
 	// (tests use it).
@@ -66,11 +68,19 @@ GGUF) over HTTP with the OpenAI wire format:
 
 Every response has a usage block; "stream": true sends server-sent events
 ending with data: [DONE]. The request's "model" may be any string; the
-response names the model served (--model-name, else general.name). Chat
-requests use the GGUF's chat template when it is ChatML (rendered
-natively), otherwise the architecture's built-in one (qwen3moe: ChatML,
-llama: Mistral [INST], olmoe: Tulu); the X-Gguftool-Chat-Template header
-says which.
+response names the model served (--model-name, else general.name).
+
+Chat requests are rendered with the model's own Jinja chat template
+(tokenizer.chat_template), or with --chat-template FILE instead, or, for a
+model without one, with ChatML; the X-Gguftool-Chat-Template header says
+which ("gguf", "file:NAME", "builtin:chatml"). A template the server cannot
+evaluate stops it at start-up (exit code 2), naming the construct; pass
+--chat-template FILE with one it can. Requests may set reasoning_effort
+(gpt-oss) and chat_template_kwargs (such as {"enable_thinking": false} for
+Qwen3 and GLM, {"thinking": true} for DeepSeek-V3.1), and send an
+assistant turn's reasoning_content. When the template marks reasoning
+(<think>…</think>, gpt-oss's analysis channel), responses carry it apart
+from the content in reasoning_content, streamed as deltas too.
 
 One request runs at a time; up to --queue wait (past that: 429 with
 Retry-After). Each request is cancelled when its client disconnects or
@@ -98,10 +108,12 @@ malformed --addr (not HOST:PORT with a port number), a non-loopback --addr
 without an API key, --queue below 0, --request-timeout not positive,
 --shutdown-grace negative, --max-body under 1KiB, --max-tokens or
 --default-max-tokens below 1, --default-max-tokens over --max-tokens,
---ctx below 0 or equal to 1, --log-format other than text or json, and
+--ctx below 0 or equal to 1, --log-format other than text or json,
+--chat-template not a readable file, and
 a malformed model flag below (--threads, --expert-cache, --cache-policy,
 --io, --expert-cache-slots). Once the model is open (exit code 2): --ctx over the model's context,
---default-max-tokens not below the context. MODEL missing: exit code 5;
+--default-max-tokens not below the context, a chat template it cannot
+evaluate. MODEL missing: exit code 5;
 malformed: exit code 3; leased away by a migration in progress: exit code
 4; the address in use or not bindable: exit code 1.
 ` + runflags.Help + `
@@ -134,6 +146,7 @@ Examples:
 	fl.IntVar(&o.Context, "ctx", 0, "context length per request, at most the model's; 0 = the model's")
 	fl.DurationVar(&o.Grace, "shutdown-grace", 30*time.Second, "how long requests in flight may finish after SIGTERM (≥ 0; 0 cancels them at once)")
 	fl.StringVar(&o.LogFormat, "log-format", "text", "request log format: text or json")
+	fl.StringVar(&o.ChatTemplate, "chat-template", "", "render chat requests with this Jinja template FILE instead of the model's tokenizer.chat_template")
 	fl.StringVar(&o.Config, "config", "", "storage-tiers configuration, for the lease (default $GGUFTOOL_CONFIG, else $XDG_CONFIG_HOME/gguftool/storage-tiers.json)")
 	o.Flags.Register(cmd)
 	return cmd
@@ -172,6 +185,11 @@ func (o *ServeOptions) validate() error {
 		return cmdutil.FlagErrorf("--ctx %d: must be 0 (the model's) or at least 2", o.Context)
 	case o.LogFormat != "text" && o.LogFormat != "json":
 		return cmdutil.FlagErrorf("--log-format %q: want text or json", o.LogFormat)
+	}
+	if o.ChatTemplate != "" {
+		if fi, err := os.Stat(o.ChatTemplate); err != nil || !fi.Mode().IsRegular() {
+			return cmdutil.FlagErrorf("--chat-template %s: not a readable file", o.ChatTemplate)
+		}
 	}
 	_, err := o.Flags.Options() // the model flags, checked before anything loads
 	return err
@@ -266,9 +284,22 @@ func ServeRun(ctx context.Context, o *ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	s, err := server.New(server.Config{Model: m, ModelName: name, QueueSize: o.Queue, RequestTimeout: o.RequestTimeout,
+	cfg := server.Config{Model: m, ModelName: name, QueueSize: o.Queue, RequestTimeout: o.RequestTimeout,
 		MaxBodyBytes: o.MaxBody, MaxTokens: o.MaxTokens, DefaultMaxTokens: o.DefaultMaxTokens, Context: ctxLen,
-		APIKey: o.APIKey, Logger: log})
+		APIKey: o.APIKey, Logger: log}
+	if o.ChatTemplate != "" {
+		src, err := os.ReadFile(o.ChatTemplate)
+		if err != nil {
+			return cmdutil.FlagErrorf("--chat-template %s: %v", o.ChatTemplate, err)
+		}
+		cfg.ChatTemplate, cfg.ChatTemplateName = string(src), filepath.Base(o.ChatTemplate)
+	}
+	s, err := server.New(cfg)
+	var bad *chattmpl.ParseError
+	if errors.As(err, &bad) {
+		// The way out is a flag: refuse as a usage error.
+		return cmdutil.FlagErrorf("%v", bad)
+	}
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package serve
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +73,10 @@ func TestNewCmdServe(t *testing.T) {
 		{Name: "negative context", Args: "m.pack --ctx -1", WantErr: "--ctx -1: must be 0 (the model's) or at least 2"},
 		{Name: "context of one", Args: "m.pack --ctx 1", WantErr: "--ctx 1: must be 0 (the model's) or at least 2"},
 		{Name: "unknown log format", Args: "m.pack --log-format xml", WantErr: `--log-format "xml"`},
+		{Name: "chat template file", Args: "m.pack --chat-template serve.go",
+			Want: with(func(o *ServeOptions) { o.Model, o.ChatTemplate = "m.pack", "serve.go" })},
+		{Name: "missing chat template file", Args: "m.pack --chat-template nosuch.jinja", WantErr: "--chat-template nosuch.jinja: not a readable file"},
+		{Name: "chat template a directory", Args: "m.pack --chat-template .", WantErr: "--chat-template .: not a readable file"},
 		{Name: "bad max body", Args: "m.pack --max-body huge", WantErr: "invalid size"},
 		{Name: "bad timeout", Args: "m.pack --request-timeout 10", WantErr: `invalid argument "10"`},
 		{Name: "no model", Args: "", WantErr: "expected a model (pack directory or GGUF), got 0"},
@@ -122,6 +128,43 @@ func TestLoopback(t *testing.T) {
 		"10.0.0.1:80": false, ":8080": false, "nonsense": false} {
 		if got := loopback(addr); got != want {
 			t.Errorf("loopback(%q) = %v", addr, got)
+		}
+	}
+}
+
+// TestServeRunChatTemplate: --chat-template FILE replaces the model's
+// template; one the server cannot evaluate is a usage error naming the
+// construct and the way out, before the server listens.
+func TestServeRunChatTemplate(t *testing.T) {
+	cmdtest.UnsetEnv(t)
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // no storage tiers, no lease
+	dir := t.TempDir()
+	model := cmdtest.TinyModel(t, dir)
+	good, bad := filepath.Join(dir, "good.jinja"), filepath.Join(dir, "bad.jinja")
+	if err := os.WriteFile(good, []byte("{% for m in messages %}{{ m.content }}{% endfor %}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("{% for m in messages %}\n{% include 'turn.jinja' %}{% endfor %}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ file, wantErr string }{
+		{good, ""},
+		{bad, `chat template bad.jinja: jinja parse: line 2: unknown statement "include"; pass --chat-template FILE`},
+	} {
+		ios, _, stderr := iostreams.Test()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		started := false
+		o := &ServeOptions{IO: ios, Model: model, Addr: "127.0.0.1:0", Queue: 1, RequestTimeout: time.Minute, MaxBody: 1 << 20,
+			MaxTokens: 4096, DefaultMaxTokens: 256, Grace: time.Second, LogFormat: "text", ChatTemplate: tc.file,
+			Flags: runflags.Model{ExpertCache: "auto", Policy: "lru", IO: "auto"},
+			Ready: func(string) { started = true; cancel() }}
+		err := ServeRun(ctx, o)
+		cancel()
+		switch {
+		case tc.wantErr == "" && (err != nil || !started || !strings.Contains(stderr.String(), "chat_template=file:good.jinja")):
+			t.Errorf("%s: started %v, error %v, log %s", tc.file, started, err, stderr)
+		case tc.wantErr != "" && (started || !cmdutil.IsUsageError(err) || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: started %v, error %v; want a usage error containing %q", tc.file, started, err, tc.wantErr)
 		}
 	}
 }
