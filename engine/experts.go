@@ -11,19 +11,31 @@ import (
 
 // ExpertLayout is the types of one MoE layer's per-expert tensors.
 // Gate is gguf.TypeCount when the layer has no gate (a llama expert then
-// computes silu(up)).
+// computes silu(up)). A fused ffn_gate_up_exps tensor is served as its
+// gate and up halves, so it looks like separate ones here.
 type ExpertLayout struct {
 	Gate, Up, Down gguf.Type
+	// Biases is true when each expert has F32 biases on its gate, up and
+	// down outputs (gpt-oss).
+	Biases bool
 }
 
 // Expert is one routed expert's weights: the bytes of its slices of the
 // layer's gate [D, F], up [D, F] and down [F, D] tensors, in their file
-// types. They are valid only during the call they are passed to.
+// types, and of its biases [F], [F] and [D] (F32) when the layer has
+// them. They are valid only during the call they are passed to.
 type Expert struct {
 	Gate, Up, Down []byte
+	// GateBias, UpBias and DownBias are nil unless the layout has biases.
+	GateBias, UpBias, DownBias []byte
 	// From is where the bytes were served from.
 	From trace.Level
 }
+
+// splitGateUp serves a fused gate_up slice ([D, 2F]: F gate rows, then F
+// up rows) as its gate and up halves; quant blocks never cross rows, so
+// each half is a whole [D, F] matrix.
+func splitGateUp(b []byte) (gate, up []byte) { return b[:len(b)/2], b[len(b)/2:] }
 
 // ExpertSource serves routed experts. It decides where an expert's bytes
 // come from, never which experts run: the router has chosen them.
@@ -71,28 +83,58 @@ type residentLayer struct {
 	gate *matrix // nil when the layer has no gate
 	up   matrix
 	down matrix
+	// gateUp holds the fused gate_up tensor, when the file has one (gate
+	// and up are then nil and empty).
+	gateUp *matrix
+	// bias holds the F32 gate, up and down bias tensors ([F, E], [F, E],
+	// [D, E]), or nils.
+	bias [3][]byte
+	ff   int // F, the width of the gate and up biases
 }
 
-// loadResidentExperts reads every layer's stacked expert tensors.
+// loadResidentExperts reads every MoE layer's stacked expert tensors.
 func loadResidentExperts(l *loader, h *Hparams) (*residentExperts, error) {
 	r := &residentExperts{layers: make([]residentLayer, h.Layers), stats: SourceStats{Source: "resident"}}
 	D, F, E := h.Embd, h.ExpertFF, h.Experts
 	for i := range r.layers {
+		if !h.isMoE(i) {
+			continue
+		}
 		p := fmt.Sprintf("blk.%d.", i)
 		rl := &r.layers[i]
 		var err error
-		if _, _, ok := l.tab.find(p + "ffn_gate_exps.weight"); ok || h.Arch != "llama" {
-			g, err := l.matrix(p+"ffn_gate_exps.weight", D, F, E)
+		if _, _, ok := l.tab.find(p + "ffn_gate_up_exps.weight"); ok {
+			g, err := l.matrix(p+"ffn_gate_up_exps.weight", D, 2*F, E)
 			if err != nil {
 				return nil, err
 			}
-			rl.gate = &g
-		}
-		if rl.up, err = l.matrix(p+"ffn_up_exps.weight", D, F, E); err != nil {
-			return nil, err
+			rl.gateUp = &g
+		} else {
+			if _, _, ok := l.tab.find(p + "ffn_gate_exps.weight"); ok || h.Arch != "llama" {
+				g, err := l.matrix(p+"ffn_gate_exps.weight", D, F, E)
+				if err != nil {
+					return nil, err
+				}
+				rl.gate = &g
+			}
+			if rl.up, err = l.matrix(p+"ffn_up_exps.weight", D, F, E); err != nil {
+				return nil, err
+			}
 		}
 		if rl.down, err = l.matrix(p+"ffn_down_exps.weight", F, D, E); err != nil {
 			return nil, err
+		}
+		rl.ff = F
+		if h.Arch == "gpt-oss" {
+			for b, name := range []string{"ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias"} {
+				n := F
+				if b == 2 {
+					n = D
+				}
+				if rl.bias[b], err = l.biasTensor(p+name, n, E); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	return r, nil
@@ -100,8 +142,11 @@ func loadResidentExperts(l *loader, h *Hparams) (*residentExperts, error) {
 
 func (r *residentExperts) Layout(layer int) ExpertLayout {
 	rl := &r.layers[layer]
-	el := ExpertLayout{Gate: gguf.TypeCount, Up: rl.up.typ, Down: rl.down.typ}
-	if rl.gate != nil {
+	el := ExpertLayout{Gate: gguf.TypeCount, Up: rl.up.typ, Down: rl.down.typ, Biases: rl.bias[0] != nil}
+	switch {
+	case rl.gateUp != nil:
+		el.Gate, el.Up = rl.gateUp.typ, rl.gateUp.typ
+	case rl.gate != nil:
 		el.Gate = rl.gate.typ
 	}
 	return el
@@ -110,9 +155,17 @@ func (r *residentExperts) Layout(layer int) ExpertLayout {
 func (r *residentExperts) Fetch(ctx context.Context, layer int, experts []int, use func(int, Expert) error) error {
 	rl := &r.layers[layer]
 	for _, e := range experts {
-		w := Expert{Up: rl.up.slice(e).data, Down: rl.down.slice(e).data, From: trace.LevelResident}
-		if rl.gate != nil {
-			w.Gate = rl.gate.slice(e).data
+		w := Expert{Down: rl.down.slice(e).data, From: trace.LevelResident}
+		switch {
+		case rl.gateUp != nil:
+			w.Gate, w.Up = splitGateUp(rl.gateUp.slice(e).data)
+		case rl.gate != nil:
+			w.Gate, w.Up = rl.gate.slice(e).data, rl.up.slice(e).data
+		default:
+			w.Up = rl.up.slice(e).data
+		}
+		if rl.bias[0] != nil {
+			w.GateBias, w.UpBias, w.DownBias = biasSlice(rl.bias[0], rl.ff, e), biasSlice(rl.bias[1], rl.ff, e), biasSlice(rl.bias[2], rl.down.rows, e)
 		}
 		r.stats.Fetches++
 		r.stats.Hits++
@@ -122,6 +175,9 @@ func (r *residentExperts) Fetch(ctx context.Context, layer int, experts []int, u
 	}
 	return ctx.Err()
 }
+
+// biasSlice is expert e's slice of a stacked [n, E] F32 bias tensor.
+func biasSlice(b []byte, n, e int) []byte { return b[e*n*4 : (e+1)*n*4] }
 
 func (r *residentExperts) Stats() SourceStats { return r.stats }
 func (r *residentExperts) Close() error       { r.layers = nil; return nil }

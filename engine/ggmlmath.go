@@ -88,10 +88,20 @@ func vSilu(x float32) float32 { return x / (1 + vExpf(0-x)) }
 // v_expf(x − max) on runs of eight, each run's lanes added as
 // (l0+l4 + l2+l6) + (l1+l5 + l3+l7) and accumulated in double, expf on
 // the rest, then every value scaled by the float reciprocal of the sum.
-func softmax(x []float32) {
+func softmax(x []float32) { softmaxOf(x, 0, false) }
+
+// softmaxSink is softmax with an attention sink (gpt-oss): a logit with
+// no value that joins the maximum and the denominator, as
+// ggml_soft_max_ext does with its sinks argument.
+func softmaxSink(x []float32, sink float32) { softmaxOf(x, sink, true) }
+
+func softmaxOf(x []float32, sink float32, hasSink bool) {
 	m := float32(math.Inf(-1))
 	for _, v := range x {
 		m = max(m, v)
+	}
+	if hasSink {
+		m = max(m, sink)
 	}
 	var sum float64
 	n8 := len(x) &^ 7
@@ -111,6 +121,9 @@ func softmax(x []float32) {
 		e := expf(x[i] - m)
 		x[i] = e
 		sum += float64(e)
+	}
+	if hasSink {
+		sum += float64(expf(sink - m))
 	}
 	inv := float32(1 / sum)
 	i0 := 0

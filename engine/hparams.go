@@ -14,22 +14,40 @@ import (
 var ErrUnsupported = errors.New("engine: unsupported model")
 
 // Archs are the architectures the runtime runs.
-var Archs = []string{"qwen3moe", "llama", "olmoe"}
+var Archs = []string{"qwen3moe", "llama", "olmoe", "deepseek2", "gpt-oss", "glm4moe"}
 
 // qkNorm is where an architecture normalises queries and keys.
 type qkNorm int
 
 const (
 	qkNormNone    qkNorm = iota
-	qkNormPerHead        // qwen3moe: RMSNorm of each head, weight [head_dim]
+	qkNormPerHead        // qwen3moe, glm4moe: RMSNorm of each head, weight [head_dim]
 	qkNormWhole          // olmoe: RMSNorm of the whole projection, weight [n_embd]
 )
+
+// gatingFunc is how router logits become expert probabilities
+// (llama.cpp's expert_gating_func).
+type gatingFunc int
+
+const (
+	gateSoftmax       gatingFunc = 1 // softmax over every expert
+	gateSigmoid       gatingFunc = 2 // each logit's sigmoid
+	gateSoftmaxWeight gatingFunc = 3 // top-k of the raw logits, softmax over the k (gpt-oss)
+)
+
+func (g gatingFunc) String() string {
+	return map[gatingFunc]string{gateSoftmax: "softmax", gateSigmoid: "sigmoid", gateSoftmaxWeight: "softmax-weight"}[g]
+}
 
 // Hparams are the hyper-parameters a forward pass needs, read from the
 // GGUF metadata with llama.cpp's defaults.
 type Hparams struct {
-	Arch        string  `json:"arch"`
+	Arch string `json:"arch"`
+	// Layers is the number of transformer blocks a forward pass runs:
+	// block_count less the trailing NextN (multi-token prediction)
+	// blocks, which inference skips as llama.cpp does.
 	Layers      int     `json:"layers"`
+	NextN       int     `json:"nextn_predict_layers,omitempty"`
 	Embd        int     `json:"embedding_length"`
 	Heads       int     `json:"head_count"`
 	HeadsKV     int     `json:"head_count_kv"`
@@ -42,95 +60,336 @@ type Hparams struct {
 	ExpertFF    int     `json:"expert_feed_forward_length"`
 	Context     int     `json:"context_length"`
 	Vocab       int     `json:"vocab_size"`
+	// DenseLeading is the number of leading blocks with a dense FFN of
+	// width DenseFF instead of routed experts (deepseek2, glm4moe).
+	DenseLeading int `json:"leading_dense_block_count,omitempty"`
+	DenseFF      int `json:"feed_forward_length,omitempty"`
+	// SharedExperts is the number of always-on experts per MoE block,
+	// computed as one FFN of width SharedExperts·ExpertFF.
+	SharedExperts int `json:"expert_shared_count,omitempty"`
+	// Gating is how the router's logits become expert weights.
+	Gating string `json:"expert_gating_func"`
+	// ExpertGroups and GroupsUsed restrict each token's experts to the
+	// best GroupsUsed of ExpertGroups equal groups (DeepSeek-V3).
+	ExpertGroups int `json:"expert_group_count,omitempty"`
+	GroupsUsed   int `json:"expert_group_used_count,omitempty"`
+	// SlidingWindow is the attention window of gpt-oss's sliding layers.
+	SlidingWindow int `json:"sliding_window,omitempty"`
+	// RopeScaling is "", "linear" or "yarn".
+	RopeScaling string `json:"rope_scaling,omitempty"`
+	// MLA describes DeepSeek's multi-head latent attention; nil for
+	// ordinary attention.
+	MLA *MLA `json:"mla,omitempty"`
 
-	ropeNeox bool   // NEOX rotates (i, i+n/2); NORM rotates (2i, 2i+1)
-	qkNorm   qkNorm // where queries and keys are normalised
-	normTopK bool   // renormalise the selected experts' weights to sum to 1
+	ropeNeox     bool   // NEOX rotates (i, i+n/2); NORM rotates (2i, 2i+1)
+	qkNorm       qkNorm // where queries and keys are normalised
+	gating       gatingFunc
+	weightsNorm  bool    // renormalise the selected experts' weights to sum to 1
+	weightsScale float32 // multiply the weights by this unless 0 or 1
+	oaiSwiGLU    bool    // gpt-oss's clamped SwiGLU in the experts
+	sinks        bool    // per-head attention sink logits (gpt-oss)
+	swaPeriod    int     // every swaPeriod-th layer is full, the others sliding
+	ropeBaseSWA  float32 // RoPE base of the sliding layers
+	ffnNormName  string  // the norm before the FFN: ffn_norm or post_attention_norm
+	rope         ropeScaling
+	kqScale      float32 // the attention's score scale
+	valueDim     int     // per-head value width (HeadDim but for MLA)
+}
+
+// MLA is the geometry of multi-head latent attention.
+type MLA struct {
+	QLoraRank  int `json:"q_lora_rank"` // 0: queries are projected directly (V2-Lite)
+	KVLoraRank int `json:"kv_lora_rank"`
+	NoPE       int `json:"qk_nope_head_dim"`
+	RoPE       int `json:"qk_rope_head_dim"`
+	Value      int `json:"v_head_dim"`
+	// Absorbed is true for files with split attn_k_b/attn_v_b: the
+	// compressed latent is cached and the key and value decompressions
+	// are absorbed into the query and output. False for files with one
+	// attn_kv_b, whose per-head keys and values are cached.
+	Absorbed bool `json:"absorbed"`
+}
+
+// ropeScaling is RoPE's frequency scaling as ggml_rope_ext takes it.
+type ropeScaling struct {
+	freqScale  float32 // 1/factor
+	extFactor  float32 // YaRN's extrapolation mix: 1 for yarn, else 0
+	attnFactor float32 // YaRN's magnitude scale passed to the kernel
+	betaFast   float32
+	betaSlow   float32
+	ctxOrig    int     // the context the model was trained on
+	logMul     float32 // deepseek2's mscale_all_dim (yarn_log_multiplier)
 }
 
 // ReadHparams reads and checks the hyper-parameters of f.
 func ReadHparams(f *gguf.File) (*Hparams, error) {
 	arch := f.Architecture()
-	h := &Hparams{Arch: arch}
+	h := &Hparams{Arch: arch, gating: gateSoftmax, ffnNormName: "ffn_norm"}
 	switch arch {
 	case "qwen3moe":
-		h.ropeNeox, h.qkNorm, h.normTopK = true, qkNormPerHead, true
+		h.ropeNeox, h.qkNorm, h.weightsNorm = true, qkNormPerHead, true
 	case "llama":
-		h.ropeNeox, h.qkNorm, h.normTopK = false, qkNormNone, true
+		h.ropeNeox, h.qkNorm, h.weightsNorm = false, qkNormNone, true
 	case "olmoe":
-		h.ropeNeox, h.qkNorm, h.normTopK = true, qkNormWhole, false
+		h.ropeNeox, h.qkNorm, h.weightsNorm = true, qkNormWhole, false
+	case "deepseek2":
+		h.ropeNeox = false
+	case "gpt-oss":
+		h.ropeNeox, h.gating, h.oaiSwiGLU, h.sinks, h.ffnNormName = true, gateSoftmaxWeight, true, true, "post_attention_norm"
+	case "glm4moe":
+		h.ropeNeox, h.gating, h.ffnNormName = true, gateSigmoid, "post_attention_norm"
 	case "":
 		return nil, fmt.Errorf("%w: %s: no general.architecture", ErrUnsupported, f.Name)
 	default:
 		return nil, fmt.Errorf("%w: %s: architecture %q (the runtime runs %s)", ErrUnsupported, f.Name, arch, strings.Join(Archs, ", "))
 	}
 	r := hparamReader{f: f, prefix: arch + "."}
-	h.Layers = r.count("block_count", 0, true)
+	r.readCommon(h)
+	switch arch {
+	case "deepseek2":
+		r.readDeepseek2(h)
+	case "gpt-oss":
+		r.readGPTOSS(h)
+	case "glm4moe":
+		r.readGLM4MoE(h)
+	}
+	if err := r.readRope(h); err != nil {
+		return nil, err
+	}
+	if r.unsupported != "" && r.err == nil {
+		return nil, fmt.Errorf("%w: %s: %s", ErrUnsupported, f.Name, r.unsupported)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if err := h.check(f); err != nil {
+		return nil, err
+	}
+	h.Gating = h.gating.String()
+	return h, nil
+}
+
+// readCommon reads the keys every architecture has.
+func (r *hparamReader) readCommon(h *Hparams) {
+	blocks := r.count("block_count", 0, true)
+	h.NextN = r.count("nextn_predict_layers", 0, false)
+	h.Layers = blocks - h.NextN
 	h.Embd = r.count("embedding_length", 0, true)
 	h.Context = r.count("context_length", 0, true)
 	h.Heads = r.count("attention.head_count", 0, true)
 	h.HeadsKV = r.count("attention.head_count_kv", h.Heads, false)
-	h.HeadDim = 0
 	if h.Heads > 0 {
 		h.HeadDim = r.count("attention.key_length", h.Embd/h.Heads, false)
 	}
-	if v := r.count("attention.value_length", h.HeadDim, false); v != h.HeadDim && r.err == nil {
-		r.fail("attention.value_length %d differs from key_length %d", v, h.HeadDim)
-	}
+	h.valueDim = r.count("attention.value_length", h.HeadDim, false)
 	h.RopeDims = r.count("rope.dimension_count", h.HeadDim, false)
 	h.RopeBase = r.real("rope.freq_base", 10000, false)
 	h.RMSEps = r.real("attention.layer_norm_rms_epsilon", 0, true)
 	h.Experts = r.count("expert_count", 0, true)
 	h.ExpertsUsed = r.count("expert_used_count", 0, true)
-	if arch == "qwen3moe" {
+	h.ExpertGroups = r.count("expert_group_count", 0, false)
+	h.GroupsUsed = r.count("expert_group_used_count", 0, false)
+	switch h.Arch {
+	case "llama", "olmoe":
+		h.ExpertFF = r.count("feed_forward_length", 0, true)
+	default:
 		h.ExpertFF = r.count("expert_feed_forward_length", 0, false)
 		if h.ExpertFF == 0 && h.ExpertsUsed > 0 {
 			h.ExpertFF = r.count("feed_forward_length", 0, true) / h.ExpertsUsed
 		}
-	} else {
-		h.ExpertFF = r.count("feed_forward_length", 0, true)
 	}
-	if v, ok := f.Lookup("tokenizer.ggml.tokens"); ok {
+	if v, ok := r.f.Lookup("tokenizer.ggml.tokens"); ok {
 		h.Vocab = v.Len()
 	}
-	if s, ok := f.Lookup(arch + ".rope.scaling.type"); ok {
-		if t, _ := s.Str(); t != "" && t != "none" && t != "linear" {
-			return nil, fmt.Errorf("%w: %s: RoPE scaling %q", ErrUnsupported, f.Name, t)
-		}
-		if v := r.real("rope.scaling.factor", 0, false); v != 0 && v != 1 {
-			return nil, fmt.Errorf("%w: %s: RoPE scaling factor %g", ErrUnsupported, f.Name, v)
-		}
+	h.kqScale = float32(1 / math.Sqrt(float64(h.HeadDim)))
+}
+
+// readRouting reads the routing keys deepseek2 and glm4moe share, and
+// their dense leading blocks and shared experts.
+func (r *hparamReader) readRouting(h *Hparams) {
+	h.DenseLeading = r.count("leading_dense_block_count", 0, false)
+	if h.DenseLeading > 0 {
+		h.DenseFF = r.count("feed_forward_length", 0, true)
 	}
-	if r.err != nil {
-		return nil, r.err
+	h.SharedExperts = r.count("expert_shared_count", 0, h.Arch == "deepseek2")
+	h.weightsScale = r.real("expert_weights_scale", 0, false)
+	h.weightsNorm = r.flag("expert_weights_norm")
+	switch g := r.count("expert_gating_func", 0, false); g {
+	case 0:
+	case int(gateSoftmax), int(gateSigmoid), int(gateSoftmaxWeight):
+		h.gating = gatingFunc(g)
+	default:
+		r.unsupported = fmt.Sprintf("expert_gating_func %d", g)
 	}
+}
+
+func (r *hparamReader) readDeepseek2(h *Hparams) {
+	r.readRouting(h)
+	mla := &MLA{KVLoraRank: r.count("attention.kv_lora_rank", 0, true)}
+	mla.QLoraRank = r.count("attention.q_lora_rank", 0, false)
+	kMLA := r.count("attention.key_length_mla", 0, false)
+	vMLA := r.count("attention.value_length_mla", 0, false)
+	mla.RoPE = h.RopeDims
+	if kMLA > 0 && vMLA > 0 {
+		// The absorbed layout: key_length is kv_lora+rope, the cached row.
+		mla.Absorbed, mla.NoPE, mla.Value = true, kMLA-h.RopeDims, vMLA
+	} else {
+		mla.NoPE, mla.Value = h.HeadDim-h.RopeDims, h.valueDim
+	}
+	h.MLA = mla
+	h.HeadDim, h.valueDim = mla.NoPE+mla.RoPE, mla.Value
+	if v := r.real("rope.scaling.yarn_log_multiplier", 0, false); v != 0 {
+		h.rope.logMul = v / 0.1 // the converter wrote 0.1·mscale_all_dim
+	}
+}
+
+func (r *hparamReader) readGPTOSS(h *Hparams) {
+	h.ExpertFF = r.count("expert_feed_forward_length", 0, true)
+	h.SlidingWindow = r.count("attention.sliding_window", 0, true)
+	h.swaPeriod = r.count("attention.sliding_window_pattern", 2, false)
+	h.ropeBaseSWA = r.real("rope.freq_base_swa", h.RopeBase, false)
+	h.kqScale = float32(1 / math.Sqrt(float64(h.RopeDims)))
+}
+
+func (r *hparamReader) readGLM4MoE(h *Hparams) {
+	r.readRouting(h)
+	if _, ok := r.f.Lookup("glm4moe.rope.dimension_sections"); ok {
+		r.unsupported = "multimodal RoPE sections (rope.dimension_sections)"
+	}
+	// GLM-4.5 normalises each head's queries and keys; Air does not. The
+	// loader decides per layer from the tensors present.
+	h.qkNorm = qkNormPerHead
+}
+
+// readRope reads RoPE's scaling as llama.cpp's loader and context do
+// (llama_model::load_hparams, llama_context's constructor): linear and
+// YaRN scaling, YaRN's magnitude factor, and for deepseek2 the attention
+// scale it pre-multiplies.
+func (r *hparamReader) readRope(h *Hparams) error {
+	rs := &h.rope
+	rs.freqScale, rs.attnFactor, rs.betaFast, rs.betaSlow = 1, 1, 32, 1
+	rs.ctxOrig = r.count("rope.scaling.original_context_length", h.Context, false)
+	kind := "linear"
+	if v, ok := r.f.Lookup(r.prefix + "rope.scaling.type"); ok {
+		kind, _ = v.Str()
+	}
+	factor := r.real("rope.scaling.factor", 0, false)
+	if factor == 0 {
+		factor = r.real("rope.scale_linear", 0, false)
+	}
+	if factor != 0 {
+		rs.freqScale = 1 / factor
+	}
+	switch kind {
+	case "none":
+		rs.freqScale = 1
+	case "linear":
+	case "yarn":
+		rs.extFactor = 1
+		h.RopeScaling = "yarn"
+	default:
+		return fmt.Errorf("%w: %s: RoPE scaling %q (the runtime does none, linear and yarn)", ErrUnsupported, r.f.Name, kind)
+	}
+	if rs.freqScale != 1 && h.RopeScaling == "" {
+		h.RopeScaling = "linear"
+	}
+	if rs.extFactor != 0 {
+		scale := 1 / rs.freqScale
+		if rs.logMul != 0 {
+			mscale, all := float32(1), rs.logMul
+			if h.Arch == "deepseek2" && all != 1 {
+				mscale = all
+			}
+			rs.attnFactor = yarnMscale(scale, mscale) / yarnMscale(scale, all)
+		} else {
+			rs.attnFactor = yarnMscale(scale, 1)
+		}
+		rs.attnFactor *= 1 / (1 + float32(0.1*logf(scale)))
+	}
+	rs.attnFactor *= r.real("rope.scaling.attn_factor", 1, false)
+	if h.MLA != nil {
+		// deepseek2 pre-scales the scores by YaRN's magnitude, squared.
+		org := rs.attnFactor * (1 + float32(0.1*logf(1/rs.freqScale)))
+		mscale := org * (1 + float32(0.1*rs.logMul*logf(1/rs.freqScale)))
+		h.kqScale = mscale * mscale / float32(math.Sqrt(float64(h.HeadDim)))
+	}
+	return nil
+}
+
+// yarnMscale is llama.cpp's get_mscale: YaRN's magnitude correction.
+func yarnMscale(scale, mscale float32) float32 {
+	if scale <= 1 {
+		return 1
+	}
+	return float32(0.1*mscale*logf(scale)) + 1
+}
+
+func logf(x float32) float32 { return float32(math.Log(float64(x))) }
+
+// check refuses hyper-parameters no forward pass could use.
+func (h *Hparams) check(f *gguf.File) error {
+	var msg string
 	switch {
-	case h.Layers <= 0 || h.Embd <= 0 || h.Heads <= 0 || h.HeadsKV <= 0 || h.HeadDim <= 0:
-		return nil, h.malformed(f, "block_count, embedding_length, head counts and head dim must be positive")
+	case h.Layers <= 0 || h.Embd <= 0 || h.Heads <= 0 || h.HeadsKV <= 0 || h.HeadDim <= 0 || h.valueDim <= 0:
+		msg = "block_count (less nextn_predict_layers), embedding_length, head counts and head dims must be positive"
 	case h.Heads%h.HeadsKV != 0:
-		return nil, h.malformed(f, fmt.Sprintf("head_count %d is not a multiple of head_count_kv %d", h.Heads, h.HeadsKV))
+		msg = fmt.Sprintf("head_count %d is not a multiple of head_count_kv %d", h.Heads, h.HeadsKV)
+	case h.MLA == nil && h.valueDim != h.HeadDim:
+		msg = fmt.Sprintf("attention.value_length %d differs from key_length %d", h.valueDim, h.HeadDim)
 	case h.RopeDims <= 0 || h.RopeDims > h.HeadDim || h.RopeDims%2 != 0:
-		return nil, h.malformed(f, fmt.Sprintf("rope.dimension_count %d must be even and at most the head dim %d", h.RopeDims, h.HeadDim))
+		msg = fmt.Sprintf("rope.dimension_count %d must be even and at most the head dim %d", h.RopeDims, h.HeadDim)
 	case h.Experts <= 0 || h.ExpertsUsed <= 0 || h.ExpertsUsed > h.Experts:
-		return nil, h.malformed(f, fmt.Sprintf("expert_used_count %d must be in 1..expert_count %d", h.ExpertsUsed, h.Experts))
+		msg = fmt.Sprintf("expert_used_count %d must be in 1..expert_count %d", h.ExpertsUsed, h.Experts)
 	case h.ExpertFF <= 0:
-		return nil, h.malformed(f, "the expert feed-forward length must be positive")
+		msg = "the expert feed-forward length must be positive"
 	case h.Context <= 0:
-		return nil, h.malformed(f, "context_length must be positive")
-	case !(h.RMSEps > 0) || !(h.RopeBase > 0):
-		return nil, h.malformed(f, "the RMSNorm epsilon and RoPE base must be positive")
+		msg = "context_length must be positive"
+	case !(h.RMSEps > 0) || !(h.RopeBase > 0) || !(h.ropeBaseSWA >= 0) || !(h.rope.freqScale > 0) || !(h.kqScale > 0) || math.IsInf(float64(h.kqScale), 0):
+		msg = "the RMSNorm epsilon, RoPE base, RoPE scaling and attention scale must be positive and finite"
 	case h.qkNorm == qkNormWhole && h.HeadsKV != h.Heads:
-		return nil, h.malformed(f, "olmoe normalises whole keys and queries, so it needs head_count_kv = head_count")
+		msg = "olmoe normalises whole keys and queries, so it needs head_count_kv = head_count"
+	case h.DenseLeading > h.Layers:
+		msg = fmt.Sprintf("leading_dense_block_count %d exceeds the %d blocks", h.DenseLeading, h.Layers)
+	case h.DenseLeading > 0 && h.DenseFF <= 0:
+		msg = "dense blocks need a positive feed_forward_length"
+	case h.ExpertGroups > 1 && (h.Experts%h.ExpertGroups != 0 || h.GroupsUsed <= 0 || h.GroupsUsed > h.ExpertGroups ||
+		h.Experts/h.ExpertGroups < 2 || h.GroupsUsed*(h.Experts/h.ExpertGroups) < h.ExpertsUsed):
+		msg = fmt.Sprintf("expert groups: %d experts in %d groups, %d used, cannot give %d experts", h.Experts, h.ExpertGroups, h.GroupsUsed, h.ExpertsUsed)
+	case h.SlidingWindow < 0 || h.swaPeriod < 0:
+		msg = "the sliding window and its pattern must not be negative"
+	case h.Arch == "gpt-oss" && (h.SlidingWindow == 0 || h.swaPeriod == 0):
+		msg = "gpt-oss needs a positive attention.sliding_window and pattern"
+	}
+	if msg == "" && h.MLA != nil {
+		msg = h.MLA.check(h)
+	}
+	if msg != "" {
+		return h.malformed(f, msg)
 	}
 	// Bound the sizes a hostile header could make us allocate before any
 	// tensor is checked against the file.
 	const maxDim = 1 << 20
-	for _, v := range []int{h.Embd, h.Heads * h.HeadDim, h.ExpertFF, h.Experts, h.Layers} {
+	for _, v := range []int{h.Embd, h.Heads * h.HeadDim, h.Heads * h.valueDim, h.ExpertFF, h.Experts, h.Layers, h.DenseFF, h.SharedExperts * h.ExpertFF} {
 		if v > maxDim {
-			return nil, h.malformed(f, fmt.Sprintf("dimension %d is beyond %d", v, maxDim))
+			return h.malformed(f, fmt.Sprintf("dimension %d is beyond %d", v, maxDim))
 		}
 	}
-	return h, nil
+	if h.MLA != nil && (h.MLA.KVLoraRank > maxDim || h.MLA.QLoraRank > maxDim) {
+		return h.malformed(f, fmt.Sprintf("LoRA ranks %d and %d must be at most %d", h.MLA.QLoraRank, h.MLA.KVLoraRank, maxDim))
+	}
+	return nil
+}
+
+func (a *MLA) check(h *Hparams) string {
+	switch {
+	case a.KVLoraRank <= 0 || a.QLoraRank < 0:
+		return "deepseek2 needs a positive attention.kv_lora_rank"
+	case a.NoPE <= 0 || a.Value <= 0:
+		return fmt.Sprintf("MLA head dims: %d without RoPE (key length less the %d RoPE dims) and %d for values must be positive", a.NoPE, a.RoPE, a.Value)
+	case h.HeadsKV != 1 && a.Absorbed:
+		return "MLA's latent is one key-value head: head_count_kv must be 1"
+	}
+	return ""
 }
 
 func (h *Hparams) malformed(f *gguf.File, msg string) error {
@@ -151,9 +410,23 @@ func (e *ModelError) Error() string { return fmt.Sprintf("engine: %s: %s", e.Fil
 func (e *ModelError) Is(target error) bool { return target == gguf.ErrFormat }
 
 type hparamReader struct {
-	f      *gguf.File
-	prefix string
-	err    error
+	f           *gguf.File
+	prefix      string
+	err         error
+	unsupported string // a feature the runtime does not implement
+}
+
+// flag reads an optional boolean key (false when absent).
+func (r *hparamReader) flag(key string) bool {
+	v, ok := r.f.Lookup(r.prefix + key)
+	if !ok {
+		return false
+	}
+	b, ok := v.BoolValue()
+	if !ok {
+		r.fail("%s%s is %s, want a boolean", r.prefix, key, v.Format(4))
+	}
+	return b
 }
 
 func (r *hparamReader) fail(format string, args ...any) {

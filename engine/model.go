@@ -62,19 +62,6 @@ type Model struct {
 	mem        arena // the weights held in RAM
 }
 
-type layer struct {
-	attnNorm, ffnNorm []float32
-	wq, wk, wv, wo    matrix
-	bq, bk, bv, bo    []float32 // nil when absent
-	qNorm, kNorm      []float32 // nil unless the arch normalises q and k
-	router            matrix
-	layout            ExpertLayout
-	// One expert's gate, up and down matrices without their bytes, which
-	// the expert source supplies per fetch; gate is unused (zero) when
-	// the layer has none.
-	gateExp, upExp, downExp matrix
-}
-
 // Open loads a model: a GGUF file or split set (every expert resident), or
 // a pack directory (experts streamed through the cache, or all resident
 // with Options.ResidentExperts).
@@ -199,64 +186,6 @@ func (m *Model) loadResident(l *loader, tier string) error {
 	}
 	m.ResidentBytes = l.bytes - before
 	return nil
-}
-
-func (m *Model) loadLayer(l *loader, i int) error {
-	h := m.Hparams
-	D, HD, E := h.Embd, h.HeadDim, h.Experts
-	qDim, kvDim := h.Heads*HD, h.HeadsKV*HD
-	p := fmt.Sprintf("blk.%d.", i)
-	L := &m.layers[i]
-	var errs []error
-	vec := func(dst *[]float32, name string, n int, optional bool) {
-		var err error
-		if optional {
-			*dst, err = l.optionalVector(p+name, n)
-		} else {
-			*dst, err = l.vector(p+name, n)
-		}
-		errs = append(errs, err)
-	}
-	mat := func(dst *matrix, name string, cols, rows int) {
-		var err error
-		*dst, err = l.matrix(p+name, cols, rows, 0)
-		errs = append(errs, err)
-	}
-	vec(&L.attnNorm, "attn_norm.weight", D, false)
-	vec(&L.ffnNorm, "ffn_norm.weight", D, false)
-	mat(&L.wq, "attn_q.weight", D, qDim)
-	mat(&L.wk, "attn_k.weight", D, kvDim)
-	mat(&L.wv, "attn_v.weight", D, kvDim)
-	mat(&L.wo, "attn_output.weight", qDim, D)
-	vec(&L.bq, "attn_q.bias", qDim, true)
-	vec(&L.bk, "attn_k.bias", kvDim, true)
-	vec(&L.bv, "attn_v.bias", kvDim, true)
-	vec(&L.bo, "attn_output.bias", D, true)
-	switch h.qkNorm {
-	case qkNormPerHead:
-		vec(&L.qNorm, "attn_q_norm.weight", HD, false)
-		vec(&L.kNorm, "attn_k_norm.weight", HD, false)
-	case qkNormWhole:
-		vec(&L.qNorm, "attn_q_norm.weight", qDim, false)
-		vec(&L.kNorm, "attn_k_norm.weight", kvDim, false)
-	}
-	mat(&L.router, "ffn_gate_inp.weight", D, E)
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	L.layout = m.experts.Layout(i)
-	F := h.ExpertFF
-	var err error
-	if L.layout.Gate != gguf.TypeCount {
-		if L.gateExp, err = newShape(p+"ffn_gate_exps.weight", L.layout.Gate, D, F); err != nil {
-			return err
-		}
-	}
-	if L.upExp, err = newShape(p+"ffn_up_exps.weight", L.layout.Up, D, F); err != nil {
-		return err
-	}
-	L.downExp, err = newShape(p+"ffn_down_exps.weight", L.layout.Down, F, D)
-	return err
 }
 
 // WeightBytes is the RAM the model's weights occupy: the resident

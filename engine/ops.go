@@ -179,20 +179,6 @@ func expf(x float32) float32 { return float32(math.Exp(float64(x))) }
 // silu is x/(1+e^−x).
 func silu(x float32) float32 { return x / (1 + expf(-x)) }
 
-// ropeTable holds cos and sin of each rotated pair at one position, built
-// as ggml_rope_cache_init does: θ starts at the position and is multiplied
-// by base^(−2/n_rot) for each pair, in float32.
-func ropeTable(dst []float32, pos int, nRot int, base float32) []float32 {
-	dst = dst[:0]
-	thetaScale := float32(math.Pow(float64(base), float64(-2/float32(nRot))))
-	theta := float32(pos)
-	for i := 0; i < nRot; i += 2 {
-		dst = append(dst, float32(math.Cos(float64(theta))), float32(math.Sin(float64(theta))))
-		theta *= thetaScale
-	}
-	return dst
-}
-
 // rope rotates the first nRot values of one head in place: pairs (2i,
 // 2i+1) in NORM style, (i, i+nRot/2) in NEOX style.
 func rope(x []float32, cs []float32, nRot int, neox bool) {

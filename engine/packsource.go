@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,8 +20,11 @@ const stagingBytes = 16 << 20
 
 // packLayer says where each expert tensor sits inside a layer's records.
 type packLayer struct {
-	layout         ExpertLayout
-	gate, up, down int // component index; gate −1 when absent
+	layout ExpertLayout
+	// Component indices, −1 when absent: gate, up, down, a fused gate_up
+	// (then gate and up are absent), and the gate, up and down biases.
+	gate, up, down, gateUp int
+	bias                   [3]int
 }
 
 // packExperts streams routed experts from a pack's containers through the
@@ -36,50 +40,100 @@ type packExperts struct {
 	note    string // how cacheSize changed the cache asked for; "" if not
 }
 
-// packComponents finds the gate, up and down components of every MoE
-// layer and checks their shapes against the hyper-parameters.
+// expertPart is one kind of per-expert tensor a pack's records may hold.
+type expertPart struct {
+	suffix string
+	shape  func(D, F, E int64) [3]int64
+	bias   int // index into packLayer.bias, or −1 for a matrix
+}
+
+var expertParts = []expertPart{
+	{".ffn_gate_exps.weight", func(D, F, E int64) [3]int64 { return [3]int64{D, F, E} }, -1},
+	{".ffn_up_exps.weight", func(D, F, E int64) [3]int64 { return [3]int64{D, F, E} }, -1},
+	{".ffn_down_exps.weight", func(D, F, E int64) [3]int64 { return [3]int64{F, D, E} }, -1},
+	{".ffn_gate_up_exps.weight", func(D, F, E int64) [3]int64 { return [3]int64{D, 2 * F, E} }, -1},
+	{".ffn_gate_exps.bias", func(D, F, E int64) [3]int64 { return [3]int64{F, E} }, 0},
+	{".ffn_up_exps.bias", func(D, F, E int64) [3]int64 { return [3]int64{F, E} }, 1},
+	{".ffn_down_exps.bias", func(D, F, E int64) [3]int64 { return [3]int64{D, E} }, 2},
+}
+
+// packComponents finds the expert components of every MoE layer and
+// checks their shapes against the hyper-parameters.
 func packComponents(p *container.OpenPack, h *Hparams) ([]packLayer, error) {
-	D, F, E := int64(h.Embd), int64(h.ExpertFF), int64(h.Experts)
 	layers := make([]packLayer, h.Layers)
 	for il := range layers {
+		if !h.isMoE(il) {
+			continue
+		}
 		c, ok := p.Containers[il]
 		if !ok {
 			return nil, &ModelError{File: p.Dir, Msg: fmt.Sprintf("the pack has no expert container for layer %d", il)}
 		}
-		pl := &layers[il]
-		pl.gate, pl.up, pl.down = -1, -1, -1
-		pl.layout.Gate = gguf.TypeCount
-		for ci, comp := range c.Header.Components {
-			want := [3]int64{D, F, E}
-			var idx *int
-			var typ *gguf.Type
-			switch {
-			case strings.HasSuffix(comp.Name, ".ffn_gate_exps.weight"):
-				idx, typ = &pl.gate, &pl.layout.Gate
-			case strings.HasSuffix(comp.Name, ".ffn_up_exps.weight"):
-				idx, typ = &pl.up, &pl.layout.Up
-			case strings.HasSuffix(comp.Name, ".ffn_down_exps.weight"):
-				idx, typ = &pl.down, &pl.layout.Down
-				want = [3]int64{F, D, E}
-			default:
-				return nil, fmt.Errorf("%w: %s: layer %d has expert tensor %s, which the runtime does not use", ErrUnsupported, c.Name, il, comp.Name)
-			}
-			if len(comp.Shape) != 3 || comp.Shape[0] != want[0] || comp.Shape[1] != want[1] || comp.Shape[2] != want[2] {
-				return nil, &ModelError{File: c.Name, Msg: fmt.Sprintf("tensor %s has shape %v, want %v", comp.Name, comp.Shape, want)}
-			}
-			if err := checkMatrix(comp.Name, comp.Type, int(want[0])); err != nil {
-				return nil, err
-			}
-			if comp.BytesPerExpert != comp.Type.RowBytes(want[0])*want[1] {
-				return nil, &ModelError{File: c.Name, Msg: fmt.Sprintf("tensor %s has %d bytes per expert, want %d", comp.Name, comp.BytesPerExpert, comp.Type.RowBytes(want[0])*want[1])}
-			}
-			*idx, *typ = ci, comp.Type
+		pl, err := findComponents(c, h, il)
+		if err != nil {
+			return nil, err
 		}
-		if pl.up < 0 || pl.down < 0 || (pl.gate < 0 && h.Arch != "llama") {
-			return nil, &ModelError{File: c.Name, Msg: fmt.Sprintf("layer %d lacks an up, down or gate expert tensor", il)}
-		}
+		layers[il] = *pl
 	}
 	return layers, nil
+}
+
+func findComponents(c *container.Reader, h *Hparams, il int) (*packLayer, error) {
+	D, F, E := int64(h.Embd), int64(h.ExpertFF), int64(h.Experts)
+	pl := &packLayer{gate: -1, up: -1, down: -1, gateUp: -1, bias: [3]int{-1, -1, -1}}
+	for ci, comp := range c.Header.Components {
+		pi := slices.IndexFunc(expertParts, func(p expertPart) bool { return strings.HasSuffix(comp.Name, p.suffix) })
+		if pi < 0 {
+			return nil, fmt.Errorf("%w: %s: layer %d has expert tensor %s, which the runtime does not use", ErrUnsupported, c.Name, il, comp.Name)
+		}
+		part := expertParts[pi]
+		want := part.shape(D, F, E)
+		dims := 3
+		if part.bias >= 0 {
+			dims = 2
+		}
+		if len(comp.Shape) != dims || !slices.Equal(comp.Shape, want[:dims]) {
+			return nil, &ModelError{File: c.Name, Msg: fmt.Sprintf("tensor %s has shape %v, want %v", comp.Name, comp.Shape, want[:dims])}
+		}
+		if part.bias >= 0 {
+			if comp.Type != gguf.TypeF32 || comp.BytesPerExpert != 4*want[0] {
+				return nil, &ModelError{File: c.Name, Msg: fmt.Sprintf("bias %s is %s with %d bytes per expert, want F32 with %d", comp.Name, comp.Type, comp.BytesPerExpert, 4*want[0])}
+			}
+			pl.bias[part.bias] = ci
+			continue
+		}
+		if err := checkMatrix(comp.Name, comp.Type, int(want[0])); err != nil {
+			return nil, err
+		}
+		if comp.BytesPerExpert != comp.Type.RowBytes(want[0])*want[1] {
+			return nil, &ModelError{File: c.Name, Msg: fmt.Sprintf("tensor %s has %d bytes per expert, want %d", comp.Name, comp.BytesPerExpert, comp.Type.RowBytes(want[0])*want[1])}
+		}
+		*[]*int{&pl.gate, &pl.up, &pl.down, &pl.gateUp}[pi] = ci
+	}
+	pl.layout = ExpertLayout{Gate: gguf.TypeCount, Biases: pl.bias[0] >= 0}
+	comps := c.Header.Components
+	if pl.gateUp >= 0 {
+		if pl.gate >= 0 || pl.up >= 0 {
+			return nil, &ModelError{File: c.Name, Msg: fmt.Sprintf("layer %d has both a fused gate_up and separate gate or up experts", il)}
+		}
+		pl.layout.Gate, pl.layout.Up = comps[pl.gateUp].Type, comps[pl.gateUp].Type
+	} else {
+		if pl.up < 0 || (pl.gate < 0 && h.Arch != "llama") {
+			return nil, &ModelError{File: c.Name, Msg: fmt.Sprintf("layer %d lacks an up or gate expert tensor", il)}
+		}
+		pl.layout.Up = comps[pl.up].Type
+		if pl.gate >= 0 {
+			pl.layout.Gate = comps[pl.gate].Type
+		}
+	}
+	if pl.down < 0 {
+		return nil, &ModelError{File: c.Name, Msg: fmt.Sprintf("layer %d lacks a down expert tensor", il)}
+	}
+	pl.layout.Down = comps[pl.down].Type
+	if (pl.bias[0] >= 0) != (pl.bias[1] >= 0) || (pl.bias[0] >= 0) != (pl.bias[2] >= 0) {
+		return nil, &ModelError{File: c.Name, Msg: fmt.Sprintf("layer %d has some expert biases but not all three", il)}
+	}
+	return pl, nil
 }
 
 // openPackExperts opens the pack's routed experts behind a cache sized by
@@ -127,10 +181,22 @@ func openPackExperts(p *container.OpenPack, h *Hparams, o CacheOptions) (*packEx
 func (ps *packExperts) Layout(layer int) ExpertLayout { return ps.layers[layer].layout }
 
 func (ps *packExperts) expert(layer int, from trace.Level, comp func(int) []byte) Expert {
-	pl := &ps.layers[layer]
-	w := Expert{Up: comp(pl.up), Down: comp(pl.down), From: from}
-	if pl.gate >= 0 {
-		w.Gate = comp(pl.gate)
+	return ps.layers[layer].expert(from, comp)
+}
+
+// expert assembles one expert from its record's components.
+func (pl *packLayer) expert(from trace.Level, comp func(int) []byte) Expert {
+	w := Expert{Down: comp(pl.down), From: from}
+	switch {
+	case pl.gateUp >= 0:
+		w.Gate, w.Up = splitGateUp(comp(pl.gateUp))
+	case pl.gate >= 0:
+		w.Gate, w.Up = comp(pl.gate), comp(pl.up)
+	default:
+		w.Up = comp(pl.up)
+	}
+	if pl.bias[0] >= 0 {
+		w.GateBias, w.UpBias, w.DownBias = comp(pl.bias[0]), comp(pl.bias[1]), comp(pl.bias[2])
 	}
 	return w
 }
@@ -293,39 +359,72 @@ func loadPackResident(p *container.OpenPack, h *Hparams, mem *arena) (*residentE
 		return nil, err
 	}
 	r := &residentExperts{layers: make([]residentLayer, h.Layers), stats: SourceStats{Source: "resident"}}
-	D, F, E := h.Embd, h.ExpertFF, h.Experts
 	for il, pl := range layers {
-		c := p.Containers[il]
-		load := func(ci, cols, rows int) (matrix, error) {
-			comp := &c.Header.Components[ci]
-			bpe := int(comp.BytesPerExpert)
-			data, err := mem.alloc(bpe * E)
-			if err != nil {
-				return matrix{}, err
-			}
-			for e := range E {
-				if _, err := c.ReadComponent(e, ci, data[e*bpe:e*bpe:(e+1)*bpe]); err != nil {
-					return matrix{}, fmt.Errorf("engine: layer %d expert %d: %w", il, e, err)
-				}
-			}
-			m, err := newMatrix(comp.Name, comp.Type, cols, rows*E, data)
-			m.rows = rows
-			return m, err
+		if !h.isMoE(il) {
+			continue
 		}
-		rl := &r.layers[il]
-		if pl.gate >= 0 {
-			g, err := load(pl.gate, D, F)
-			if err != nil {
-				return nil, err
-			}
-			rl.gate = &g
-		}
-		if rl.up, err = load(pl.up, D, F); err != nil {
-			return nil, err
-		}
-		if rl.down, err = load(pl.down, F, D); err != nil {
-			return nil, err
+		if err := loadPackLayer(p.Containers[il], h, &pl, &r.layers[il], mem); err != nil {
+			return nil, fmt.Errorf("engine: layer %d: %w", il, err)
 		}
 	}
 	return r, nil
+}
+
+// loadPackLayer reads one layer's expert components into rl.
+func loadPackLayer(c *container.Reader, h *Hparams, pl *packLayer, rl *residentLayer, mem *arena) error {
+	D, F, E := h.Embd, h.ExpertFF, h.Experts
+	read := func(ci int) ([]byte, error) {
+		bpe := int(c.Header.Components[ci].BytesPerExpert)
+		data, err := mem.alloc(bpe * E)
+		if err != nil {
+			return nil, err
+		}
+		for e := range E {
+			if _, err := c.ReadComponent(e, ci, data[e*bpe:e*bpe:(e+1)*bpe]); err != nil {
+				return nil, fmt.Errorf("expert %d: %w", e, err)
+			}
+		}
+		return data, nil
+	}
+	load := func(ci, cols, rows int) (*matrix, error) {
+		data, err := read(ci)
+		if err != nil {
+			return nil, err
+		}
+		comp := &c.Header.Components[ci]
+		m, err := newMatrix(comp.Name, comp.Type, cols, rows*E, data)
+		m.rows = rows
+		return &m, err
+	}
+	var err error
+	var m *matrix
+	switch {
+	case pl.gateUp >= 0:
+		rl.gateUp, err = load(pl.gateUp, D, 2*F)
+	case pl.gate >= 0:
+		if rl.gate, err = load(pl.gate, D, F); err == nil {
+			if m, err = load(pl.up, D, F); err == nil {
+				rl.up = *m
+			}
+		}
+	default:
+		if m, err = load(pl.up, D, F); err == nil {
+			rl.up = *m
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if m, err = load(pl.down, F, D); err != nil {
+		return err
+	}
+	rl.down, rl.ff = *m, F
+	for b, ci := range pl.bias {
+		if ci >= 0 {
+			if rl.bias[b], err = read(ci); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

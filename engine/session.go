@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -137,9 +136,10 @@ func (s *Session) forward(ctx context.Context, tokens []int, last, all bool) ([]
 			return nil, err
 		}
 		s.attention(il, x, buf, T)
-		if err := s.moe(ctx, il, x, buf, T); err != nil {
+		if err := s.ffn(ctx, il, x, buf, T); err != nil {
 			return nil, err
 		}
+
 	}
 	if s.Trace != nil {
 		if err := s.flushTrace(T); err != nil {
@@ -168,96 +168,6 @@ func (s *Session) forward(ctx context.Context, tokens []int, last, all bool) ([]
 	return logits, nil
 }
 
-// attention adds one layer's attention block to x (T positions of D).
-func (s *Session) attention(il int, x, hbuf []float32, T int) {
-	m, h := s.m, s.m.Hparams
-	L := &m.layers[il]
-	D, HD := h.Embd, h.HeadDim
-	qDim, kvDim := h.Heads*HD, h.HeadsKV*HD
-	for t := range T {
-		rmsNorm(hbuf[t*D:(t+1)*D], x[t*D:(t+1)*D], L.attnNorm, h.RMSEps)
-	}
-	s.as.reset(hbuf, D, T)
-	q := make([]float32, T*qDim)
-	k := make([]float32, T*kvDim)
-	v := make([]float32, T*kvDim)
-	m.work.mulMat(&L.wq, s.as.get(L.wq.vt), q)
-	m.work.mulMat(&L.wk, s.as.get(L.wk.vt), k)
-	m.work.mulMat(&L.wv, s.as.get(L.wv.vt), v)
-	addBias(q, L.bq)
-	addBias(k, L.bk)
-	addBias(v, L.bv)
-	switch h.qkNorm {
-	case qkNormPerHead:
-		for i := 0; i < len(q); i += HD {
-			rmsNorm(q[i:i+HD], q[i:i+HD], L.qNorm, h.RMSEps)
-		}
-		for i := 0; i < len(k); i += HD {
-			rmsNorm(k[i:i+HD], k[i:i+HD], L.kNorm, h.RMSEps)
-		}
-	case qkNormWhole:
-		for t := range T {
-			rmsNorm(q[t*qDim:(t+1)*qDim], q[t*qDim:(t+1)*qDim], L.qNorm, h.RMSEps)
-			rmsNorm(k[t*kvDim:(t+1)*kvDim], k[t*kvDim:(t+1)*kvDim], L.kNorm, h.RMSEps)
-		}
-	}
-	var cs []float32
-	for t := range T {
-		cs = ropeTable(cs, s.n+t, h.RopeDims, h.RopeBase)
-		for i := t * qDim; i < (t+1)*qDim; i += HD {
-			rope(q[i:i+HD], cs, h.RopeDims, h.ropeNeox)
-		}
-		for i := t * kvDim; i < (t+1)*kvDim; i += HD {
-			rope(k[i:i+HD], cs, h.RopeDims, h.ropeNeox)
-		}
-	}
-	if s.k[il] == nil {
-		s.k[il] = make([]float32, 0, min(s.ctxLen, 64)*kvDim)
-		s.v[il] = make([]float32, 0, min(s.ctxLen, 64)*kvDim)
-	}
-	s.k[il] = append(s.k[il], k...)
-	s.v[il] = append(s.v[il], v...)
-	kc, vc := s.k[il], s.v[il]
-
-	att := make([]float32, T*qDim)
-	scale := float32(1 / math.Sqrt(float64(HD)))
-	group := h.Heads / h.HeadsKV
-	m.work.forEach(T*h.Heads, 1, func(lo, hi int) {
-		scores := make([]float32, s.n+T)
-		for i := lo; i < hi; i++ {
-			t, hd := i/h.Heads, i%h.Heads
-			pos := s.n + t
-			qh := q[t*qDim+hd*HD : t*qDim+(hd+1)*HD]
-			kvh := hd / group
-			sc := scores[:pos+1]
-			for j := range sc {
-				sc[j] = quant.DotFloat32(qh, kc[j*kvDim+kvh*HD:j*kvDim+(kvh+1)*HD]) * scale
-			}
-			softmax(sc)
-			// Each output value sums its products in position order.
-			out := att[t*qDim+hd*HD : t*qDim+(hd+1)*HD]
-			clear(out)
-			if vecAttnAccum != nil && HD%8 == 0 {
-				vecAttnAccum(out, vc[kvh*HD:], kvDim, sc)
-				continue
-			}
-			for j, p := range sc {
-				vj := vc[j*kvDim+kvh*HD : j*kvDim+(kvh+1)*HD]
-				for d, v := range vj {
-					out[d] += float32(v * p)
-				}
-			}
-		}
-	})
-	s.as.reset(att, qDim, T)
-	o := hbuf[:T*D]
-	m.work.mulMat(&L.wo, s.as.get(L.wo.vt), o)
-	addBias(o, L.bo)
-	for i := range x[:T*D] {
-		x[i] = o[i] + x[i]
-	}
-}
-
 func addBias(y, b []float32) {
 	if b == nil {
 		return
@@ -272,15 +182,19 @@ func addBias(y, b []float32) {
 // instead of allocating its own: a decode step runs this block once per
 // layer, and each allocation would be garbage a few microseconds later.
 type moeScratch struct {
-	logits  []float32     // T × E router probabilities
-	order   []int         // E expert ids, sorted per token
-	ids     []int         // T × K chosen experts, best first
-	weights []float32     // T × K mixing weights
-	margins []float32     // T top-k margins
-	experts []int         // the distinct chosen experts, in router order
-	uses    [][]int       // per expert id: t·K+slot of each use
-	from    []trace.Level // per expert id: where it was served from
-	contrib []float32     // T × K × D weighted expert outputs
+	logits []float32 // T × E router probabilities
+	order  []int     // E expert ids, sorted per token
+	sel    []float32 // E selection scores (biased, group-masked)
+
+	groupScore []float32
+	groupOrder []int
+	ids        []int         // T × K chosen experts, best first
+	weights    []float32     // T × K mixing weights
+	margins    []float32     // T top-k margins
+	experts    []int         // the distinct chosen experts, in router order
+	uses       [][]int       // per expert id: t·K+slot of each use
+	from       []trace.Level // per expert id: where it was served from
+	contrib    []float32     // T × K × D weighted expert outputs
 
 	in, up, gate, act, down []float32
 	sub                     actSet
@@ -296,11 +210,55 @@ type moeScratch struct {
 	use   func(expert int, w Expert) error
 }
 
-// moe adds one layer's routed-expert block to x.
-func (s *Session) moe(ctx context.Context, il int, x, hbuf []float32, T int) error {
+// ffn adds one layer's feed-forward block to x: a dense FFN, or the
+// routed experts plus any shared experts.
+func (s *Session) ffn(ctx context.Context, il int, x, hbuf []float32, T int) error {
+	m, h := s.m, s.m.Hparams
+	L := &m.layers[il]
+	D := h.Embd
+	for t := range T {
+		rmsNorm(hbuf[t*D:(t+1)*D], x[t*D:(t+1)*D], L.ffnNorm, h.RMSEps)
+	}
+	s.as.reset(hbuf, D, T)
+	if L.dense != nil {
+		out := s.denseFFN(L.dense, T)
+		for i := range x[:T*D] {
+			x[i] = out[i] + x[i]
+		}
+		return nil
+	}
+	var shared []float32
+	if L.shared != nil {
+		shared = s.denseFFN(L.shared, T)
+	}
+	return s.moe(ctx, il, x, hbuf, shared, T)
+}
+
+// denseFFN computes down(silu(gate·h)·up·h) for the T rows in s.as, as
+// llama.cpp's build_ffn with LLM_FFN_SILU and LLM_FFN_PAR.
+func (s *Session) denseFFN(f *ffnWeights, T int) []float32 {
+	m := s.m
+	F, D := f.up.rows, f.down.rows
+	up := make([]float32, T*F)
+	gate := make([]float32, T*F)
+	m.work.mulMat(&f.up, s.as.get(f.up.vt), up)
+	m.work.mulMat(&f.gate, s.as.get(f.gate.vt), gate)
+	for t := range T {
+		swiglu(gate[t*F:(t+1)*F], gate[t*F:(t+1)*F], up[t*F:(t+1)*F])
+	}
+	var sub actSet
+	sub.reset(gate, F, T)
+	out := make([]float32, T*D)
+	m.work.mulMat(&f.down, sub.get(f.down.vt), out)
+	return out
+}
+
+// moe adds one layer's routed-expert block (and the shared experts'
+// output, when not nil) to x; hbuf holds the normalised input.
+func (s *Session) moe(ctx context.Context, il int, x, hbuf, shared []float32, T int) error {
 	h := s.m.Hparams
 	sc := &s.scratch
-	s.route(il, x, hbuf, T)
+	s.route(il, T)
 	sc.layer, sc.hbuf = &s.m.layers[il], hbuf
 	sc.contrib = grow(sc.contrib, T*h.ExpertsUsed*h.Embd)
 	if err := s.m.experts.Fetch(ctx, il, sc.experts, sc.use); err != nil {
@@ -309,23 +267,20 @@ func (s *Session) moe(ctx context.Context, il int, x, hbuf []float32, T int) err
 	if s.Trace != nil {
 		s.recordRoutes(il, T)
 	}
-	s.addExperts(x, T)
+	s.addExperts(x, shared, T)
 	return nil
 }
 
-// route normalises x into hbuf, runs the router and chooses each token's
-// experts, and lists which tokens use each chosen expert.
-func (s *Session) route(il int, x, hbuf []float32, T int) {
+// route runs the router on the normalised input in s.as, chooses each
+// token's experts, and lists which tokens use each chosen expert.
+func (s *Session) route(il int, T int) {
 	m, h := s.m, s.m.Hparams
 	L := &m.layers[il]
-	D, E, K := h.Embd, h.Experts, h.ExpertsUsed
-	for t := range T {
-		rmsNorm(hbuf[t*D:(t+1)*D], x[t*D:(t+1)*D], L.ffnNorm, h.RMSEps)
-	}
-	s.as.reset(hbuf, D, T)
+	E, K := h.Experts, h.ExpertsUsed
 	sc := &s.scratch
 	sc.logits = grow(sc.logits, T*E)
 	m.work.mulMat(&L.router, s.as.get(L.router.vt), sc.logits)
+	addBias(sc.logits, L.routerBias)
 
 	sc.order = grow(sc.order, E)
 	sc.ids = grow(sc.ids, T*K)
@@ -340,7 +295,7 @@ func (s *Session) route(il int, x, hbuf []float32, T int) {
 	sc.experts = sc.experts[:0]
 	for t := range T {
 		ids := sc.ids[t*K : (t+1)*K]
-		sc.margins[t] = s.pickExperts(sc.logits[t*E:(t+1)*E], ids, sc.weights[t*K:(t+1)*K])
+		sc.margins[t] = s.pickExperts(L, sc.logits[t*E:(t+1)*E], ids, sc.weights[t*K:(t+1)*K])
 		for slot, e := range ids {
 			if len(sc.uses[e]) == 0 {
 				sc.experts = append(sc.experts, e)
@@ -348,38 +303,6 @@ func (s *Session) route(il int, x, hbuf []float32, T int) {
 			sc.uses[e] = append(sc.uses[e], t*K+slot)
 		}
 	}
-}
-
-// pickExperts turns one token's router logits p into probabilities in
-// place and writes its len(ids) most probable experts, best first, and
-// their mixing weights. It returns the router's top-k margin.
-func (s *Session) pickExperts(p []float32, ids []int, weights []float32) float32 {
-	E, K := len(p), len(ids)
-	softmax(p)
-	order := s.scratch.order
-	for i := range order {
-		order[i] = i
-	}
-	// Descending by probability; equal probabilities by id, which ggml's
-	// argsort leaves unspecified.
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(p[b], p[a]) })
-	copy(ids, order[:K])
-	margin := float32(1)
-	if K < E {
-		margin = p[order[K-1]] - p[order[K]]
-	}
-	var sum float32
-	for i, e := range ids {
-		weights[i] = p[e]
-		sum += p[e]
-	}
-	if s.m.Hparams.normTopK {
-		sum = max(sum, 6.103515625e-5)
-		for i := range weights {
-			weights[i] /= sum
-		}
-	}
-	return margin
 }
 
 // runExpert is called by the expert source with each chosen expert's
@@ -423,6 +346,9 @@ func (s *Session) expertFFN(w Expert, n int) error {
 	}
 	sc.up = grow(sc.up, n*F)
 	m.work.mulMat(&sc.upM, sc.sub.get(sc.upM.vt), sc.up)
+	if w.UpBias != nil {
+		addBiasBytes(sc.up, w.UpBias)
+	}
 	sc.act = grow(sc.act, n*F)
 	if w.Gate != nil {
 		if sc.gateM, err = L.gateExp.with(w.Gate); err != nil {
@@ -430,8 +356,15 @@ func (s *Session) expertFFN(w Expert, n int) error {
 		}
 		sc.gate = grow(sc.gate, n*F)
 		m.work.mulMat(&sc.gateM, sc.sub.get(sc.gateM.vt), sc.gate)
+		if w.GateBias != nil {
+			addBiasBytes(sc.gate, w.GateBias)
+		}
+		act := swiglu
+		if m.Hparams.oaiSwiGLU {
+			act = swigluOAI
+		}
 		for i := range n {
-			swiglu(sc.act[i*F:(i+1)*F], sc.gate[i*F:(i+1)*F], sc.up[i*F:(i+1)*F])
+			act(sc.act[i*F:(i+1)*F], sc.gate[i*F:(i+1)*F], sc.up[i*F:(i+1)*F])
 		}
 	} else {
 		for i := range n {
@@ -444,6 +377,9 @@ func (s *Session) expertFFN(w Expert, n int) error {
 	sc.sub.reset(sc.act, F, n)
 	sc.down = grow(sc.down, n*D)
 	m.work.mulMat(&sc.downM, sc.sub.get(sc.downM.vt), sc.down)
+	if w.DownBias != nil {
+		addBiasBytes(sc.down, w.DownBias)
+	}
 	return nil
 }
 
@@ -460,8 +396,9 @@ func (s *Session) recordRoutes(il, T int) {
 }
 
 // addExperts adds each token's weighted expert outputs to x, summed in the
-// router's order whatever order the experts arrived in.
-func (s *Session) addExperts(x []float32, T int) {
+// router's order whatever order the experts arrived in, then the shared
+// experts' output when there is one.
+func (s *Session) addExperts(x, shared []float32, T int) {
 	D, K := s.m.Hparams.Embd, s.m.Hparams.ExpertsUsed
 	contrib := s.scratch.contrib
 	for t := range T {
@@ -470,6 +407,12 @@ func (s *Session) addExperts(x []float32, T int) {
 			c := contrib[(t*K+slot)*D : (t*K+slot+1)*D]
 			for d := range acc {
 				acc[d] += c[d]
+			}
+		}
+		if shared != nil {
+			sh := shared[t*D : (t+1)*D]
+			for d := range acc {
+				acc[d] += sh[d]
 			}
 		}
 		xt := x[t*D : (t+1)*D]

@@ -149,13 +149,36 @@ func TestOneSlotCache(t *testing.T) {
 	}
 }
 
-// TestArchsStreamed: every architecture streams bit-identically.
+// TestArchsStreamed: every architecture, and each layout of deepseek2,
+// streams bit-identically through every policy, from a one-slot cache up,
+// and in the pack's resident mode.
 func TestArchsStreamed(t *testing.T) {
+	type layout struct {
+		name, arch string
+		mutate     func(*synth.Config)
+	}
+	var layouts []layout
 	for _, arch := range Archs {
-		t.Run(arch, func(t *testing.T) {
-			src, pack := testModel(t, arch, gguf.TypeQ8_0, nil)
+		layouts = append(layouts, layout{arch, arch, nil})
+	}
+	layouts = append(layouts,
+		layout{"deepseek2-v2lite-fused", "deepseek2", func(c *synth.Config) {
+			c.QLoraRank, c.KVB, c.HeadsKV, c.Gating, c.YaRN, c.FusedGateUp = 0, true, c.Heads, synth.GatingSoftmax, 0, true
+		}},
+		layout{"deepseek2-groups", "deepseek2", func(c *synth.Config) { c.ExpertGroups, c.GroupsUsed = 4, 2 }},
+		layout{"glm4moe-qknorm", "glm4moe", func(c *synth.Config) { c.QKNorm = true }},
+	)
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) {
+			src, pack := testModel(t, l.arch, gguf.TypeQ8_0, l.mutate)
 			want := transcript(t, open(t, src, Options{}), 3)
-			sameBits(t, arch, transcript(t, open(t, pack, Options{Cache: CacheOptions{Slots: 3, Policy: "lfru"}}), 3), want)
+			sameBits(t, "pack, resident experts", transcript(t, open(t, pack, Options{ResidentExperts: true}), 3), want)
+			for _, slots := range []int{1, 3} {
+				for _, pol := range Policies {
+					name := fmt.Sprintf("slots=%d policy=%s", slots, pol)
+					sameBits(t, name, transcript(t, open(t, pack, Options{Cache: CacheOptions{Slots: slots, Policy: pol}}), 3), want)
+				}
+			}
 		})
 	}
 }
@@ -262,5 +285,34 @@ func TestResidentTierByLabel(t *testing.T) {
 	})
 	if _, err := Open(other, Options{Resident: filepath.Join(dir, "q4_k_m.resident.json")}); err == nil || !strings.Contains(err.Error(), "pairs with pack") {
 		t.Errorf("a tier of another pack: %v", err)
+	}
+}
+
+// TestResidentTiersNewArchs: a q8_0 resident tier of each architecture
+// with its own attention and routing tensors (latent attention's 3-D
+// attn_k_b and attn_v_b, sinks, selection biases, dense and shared FFNs,
+// a NextN block) loads in place of the pack's, and streams
+// bit-identically through a one-slot cache.
+func TestResidentTiersNewArchs(t *testing.T) {
+	for _, arch := range []string{"deepseek2", "gpt-oss", "glm4moe"} {
+		t.Run(arch, func(t *testing.T) {
+			_, pack := testModel(t, arch, gguf.TypeF32, nil)
+			dir := filepath.Dir(pack)
+			if _, err := resident.Build(context.Background(), pack, dir, resident.Options{Tiers: []string{"q8_0"}}); err != nil {
+				t.Fatal(err)
+			}
+			tier := filepath.Join(dir, "q8_0.resident.json")
+			want := transcript(t, open(t, pack, Options{ResidentExperts: true, Resident: tier}), 3)
+			m := open(t, pack, Options{Cache: CacheOptions{Slots: 1}, Resident: tier})
+			if m.layers[0].wo.typ != gguf.TypeQ8_0 {
+				t.Fatalf("attn_output is %s: the tier's tensors were not used", m.layers[0].wo.typ)
+			}
+			sameBits(t, arch, transcript(t, m, 3), want)
+			for i, v := range want {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					t.Fatalf("logit %d is %g", i, v)
+				}
+			}
+		})
 	}
 }

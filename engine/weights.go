@@ -209,3 +209,16 @@ func (l *loader) optionalVector(name string, n int) ([]float32, error) {
 	}
 	return l.vector(name, n)
 }
+
+// biasTensor loads a stacked [n, e] F32 bias tensor as its bytes, one
+// expert's n values after another.
+func (l *loader) biasTensor(name string, n, e int) ([]byte, error) {
+	info, r, err := l.shape(name, int64(n), int64(e))
+	if err != nil {
+		return nil, err
+	}
+	if info.Type != gguf.TypeF32 {
+		return nil, &ModelError{File: l.tab.where(), Msg: fmt.Sprintf("tensor %s is %s, want F32", name, info.Type)}
+	}
+	return l.read(name, r)
+}

@@ -48,6 +48,9 @@ type Hparams struct {
 	ExpertFF      int    `json:"expert_feed_forward_length"`
 	SharedExperts int    `json:"expert_shared_count,omitempty"`
 	DenseLeading  int    `json:"leading_dense_block_count,omitempty"`
+	// NextN is how many of the Layers blocks are trailing multi-token
+	// prediction blocks (GLM-4.5), which inference skips but a pack keeps.
+	NextN int `json:"nextn_predict_layers,omitempty"`
 }
 
 // ReadHparams reads the hyper-parameters of f's architecture. Missing keys
@@ -81,6 +84,7 @@ func ReadHparams(f *File) Hparams {
 		ExpertFF:      u("expert_feed_forward_length"),
 		SharedExperts: u("expert_shared_count"),
 		DenseLeading:  u("leading_dense_block_count"),
+		NextN:         u("nextn_predict_layers"),
 	}
 	if v, ok := f.Lookup("general.name"); ok {
 		h.Name, _ = v.Str()

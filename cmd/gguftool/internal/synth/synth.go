@@ -129,10 +129,21 @@ Examples:
 	fl.IntVar(&c.ExpertFF, "expert-ff", 0, "expert FFN width")
 	fl.IntVar(&c.Vocab, "vocab", 0, "vocabulary size (at least 259)")
 	fl.IntVar(&c.Context, "context", 0, "context length")
-	fl.IntVar(&c.DenseLayers, "dense-layers", 0, "deepseek2: leading dense layers")
-	fl.IntVar(&c.DenseFF, "dense-ff", 0, "deepseek2: FFN width of the dense layers")
-	fl.IntVar(&c.SharedExperts, "shared-experts", 0, "deepseek2: shared experts per MoE layer")
+	fl.IntVar(&c.DenseLayers, "dense-layers", 0, "deepseek2, glm4moe: leading dense layers")
+	fl.IntVar(&c.DenseFF, "dense-ff", 0, "deepseek2, glm4moe: FFN width of the dense layers")
+	fl.IntVar(&c.SharedExperts, "shared-experts", 0, "deepseek2, glm4moe: shared experts per MoE layer")
 	fl.BoolVar(&c.FusedGateUp, "fused-gate-up", false, "deepseek2: one ffn_gate_up_exps tensor instead of gate and up")
+	fl.IntVar(&c.QLoraRank, "q-lora-rank", 0, "deepseek2: query LoRA rank (0: direct query projection, as V2-Lite)")
+	fl.IntVar(&c.KVLoraRank, "kv-lora-rank", 0, "deepseek2: key-value latent rank")
+	fl.IntVar(&c.RopeDim, "rope-dim", 0, "deepseek2: RoPE dims per head; glm4moe: partial rotary width")
+	fl.BoolVar(&c.KVB, "kv-b", false, "deepseek2: the older MLA layout, one attn_kv_b (needs --heads-kv = --heads)")
+	fl.StringVar(&c.Gating, "gating", "", "deepseek2 routing: sigmoid (V3, Kimi-K2) or softmax (V2)")
+	fl.IntVar(&c.ExpertGroups, "expert-groups", 0, "deepseek2: expert groups for group-limited routing")
+	fl.IntVar(&c.GroupsUsed, "groups-used", 0, "deepseek2: groups each token may route to")
+	fl.Float32Var(&c.YaRN, "yarn", 0, "deepseek2, gpt-oss: YaRN RoPE scaling factor (0: none)")
+	fl.IntVar(&c.NextN, "nextn", 0, "glm4moe: trailing NextN (multi-token prediction) blocks")
+	fl.BoolVar(&c.QKNorm, "qk-norm", false, "glm4moe: per-head q and k norms (GLM-4.5)")
+	fl.StringVar(&c.Pre, "pre", "", "tokenizer.ggml.pre, the BPE pre-tokenizer (default: the architecture's: qwen2, deepseek-v3, gpt-4o, glm4, …; kimi-k2 for Kimi-K2)")
 	fl.Uint64Var(&c.Seed, "seed", 1, "random seed")
 	fl.StringVar(&opts.Type, "type", "f32", "weight type of the matrices: f32, f16, bf16, q8_0, q4_k, … (rows that do not fill whole blocks fall back to f16)")
 	fl.StringVar(&opts.ExpertType, "expert-type", "", "weight type of the routed experts (default: --type; also mxfp4)")
@@ -180,6 +191,27 @@ func mergeConfig(base *synth.Config, c synth.Config, cmd *cobra.Command) {
 	set("dense-layers", &base.DenseLayers, c.DenseLayers)
 	set("dense-ff", &base.DenseFF, c.DenseFF)
 	set("shared-experts", &base.SharedExperts, c.SharedExperts)
+	set("q-lora-rank", &base.QLoraRank, c.QLoraRank)
+	set("kv-lora-rank", &base.KVLoraRank, c.KVLoraRank)
+	set("rope-dim", &base.RopeDim, c.RopeDim)
+	set("expert-groups", &base.ExpertGroups, c.ExpertGroups)
+	set("groups-used", &base.GroupsUsed, c.GroupsUsed)
+	set("nextn", &base.NextN, c.NextN)
+	if cmd.Flags().Changed("gating") {
+		base.Gating = c.Gating
+	}
+	if cmd.Flags().Changed("yarn") {
+		base.YaRN = c.YaRN
+	}
+	if cmd.Flags().Changed("kv-b") {
+		base.KVB = c.KVB
+	}
+	if cmd.Flags().Changed("qk-norm") {
+		base.QKNorm = c.QKNorm
+	}
+	if cmd.Flags().Changed("pre") {
+		base.Pre = c.Pre
+	}
 	base.Seed = c.Seed
 	base.Name = c.Name
 	base.FusedGateUp = c.FusedGateUp

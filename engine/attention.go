@@ -1,0 +1,326 @@
+package engine
+
+import (
+	"math"
+
+	"github.com/gguftool/gguftool/gguf/quant"
+)
+
+// attention adds one layer's attention block to x (T positions of D).
+func (s *Session) attention(il int, x, hbuf []float32, T int) {
+	m, h := s.m, s.m.Hparams
+	L := &m.layers[il]
+	D := h.Embd
+	for t := range T {
+		rmsNorm(hbuf[t*D:(t+1)*D], x[t*D:(t+1)*D], L.attnNorm, h.RMSEps)
+	}
+	s.as.reset(hbuf, D, T)
+	var att []float32
+	switch {
+	case L.mla == nil:
+		att = s.mha(il, T)
+	case h.MLA.Absorbed:
+		att = s.mlaAbsorbed(il, T)
+	default:
+		att = s.mlaLegacy(il, T)
+	}
+	s.as.reset(att, L.wo.cols, T)
+	o := hbuf[:T*D]
+	m.work.mulMat(&L.wo, s.as.get(L.wo.vt), o)
+	addBias(o, L.bo)
+	for i := range x[:T*D] {
+		x[i] = o[i] + x[i]
+	}
+}
+
+// mha is ordinary grouped-query attention over the normalised input in
+// s.as; it returns T rows of heads × head dim.
+func (s *Session) mha(il, T int) []float32 {
+	m, h := s.m, s.m.Hparams
+	L := &m.layers[il]
+	HD := h.HeadDim
+	qDim, kvDim := h.Heads*HD, h.HeadsKV*HD
+	q := make([]float32, T*qDim)
+	k := make([]float32, T*kvDim)
+	v := make([]float32, T*kvDim)
+	m.work.mulMat(&L.wq, s.as.get(L.wq.vt), q)
+	m.work.mulMat(&L.wk, s.as.get(L.wk.vt), k)
+	m.work.mulMat(&L.wv, s.as.get(L.wv.vt), v)
+	addBias(q, L.bq)
+	addBias(k, L.bk)
+	addBias(v, L.bv)
+	switch {
+	case L.qNorm == nil:
+	case h.qkNorm == qkNormPerHead:
+		for i := 0; i < len(q); i += HD {
+			rmsNorm(q[i:i+HD], q[i:i+HD], L.qNorm, h.RMSEps)
+		}
+		for i := 0; i < len(k); i += HD {
+			rmsNorm(k[i:i+HD], k[i:i+HD], L.kNorm, h.RMSEps)
+		}
+	case h.qkNorm == qkNormWhole:
+		for t := range T {
+			rmsNorm(q[t*qDim:(t+1)*qDim], q[t*qDim:(t+1)*qDim], L.qNorm, h.RMSEps)
+			rmsNorm(k[t*kvDim:(t+1)*kvDim], k[t*kvDim:(t+1)*kvDim], L.kNorm, h.RMSEps)
+		}
+	}
+	var cs []float32
+	for t := range T {
+		cs = ropeTable(cs, s.n+t, h.RopeDims, L.ropeBase, &h.rope)
+		for i := t * qDim; i < (t+1)*qDim; i += HD {
+			rope(q[i:i+HD], cs, h.RopeDims, h.ropeNeox)
+		}
+		for i := t * kvDim; i < (t+1)*kvDim; i += HD {
+			rope(k[i:i+HD], cs, h.RopeDims, h.ropeNeox)
+		}
+	}
+	kc, vc := s.cache(il, k, v)
+	att := make([]float32, T*qDim)
+	s.attend(attnGeom{heads: h.Heads, group: h.Heads / h.HeadsKV, kDim: HD, vDim: HD, kStride: kvDim, vStride: kvDim,
+		scale: h.kqScale, window: L.window, sinks: L.sinks}, q, qDim, kc, vc, T, att)
+	return att
+}
+
+// cache appends T positions' keys and values to layer il's cache and
+// returns the whole of it (v may be nil when the values are read from
+// the keys, as MLA's latent is).
+func (s *Session) cache(il int, k, v []float32) (kc, vc []float32) {
+	if s.k[il] == nil {
+		s.k[il] = make([]float32, 0, min(s.ctxLen, 64)*len(k))
+		if v != nil {
+			s.v[il] = make([]float32, 0, min(s.ctxLen, 64)*len(v))
+		}
+	}
+	s.k[il] = append(s.k[il], k...)
+	if v != nil {
+		s.v[il] = append(s.v[il], v...)
+	}
+	return s.k[il], s.v[il]
+}
+
+// attnGeom is the shape of one attention: how queries find their keys
+// and values in the cache.
+type attnGeom struct {
+	heads, group     int // query heads, and query heads per key-value head
+	kDim, vDim       int // one head's key and value widths
+	kStride, vStride int // floats per cached position
+	scale            float32
+	window           int       // attend to the last window positions only; 0 for all
+	sinks            []float32 // per query head sink logits, or nil
+}
+
+// attend computes softmax(q·k·scale)·v for T new positions, causally, as
+// ggml_soft_max_ext and the two matrix products do: q holds qStride
+// floats per position (heads × kDim), out receives heads × vDim.
+func (s *Session) attend(g attnGeom, q []float32, qStride int, kc, vc []float32, T int, out []float32) {
+	vRow := g.heads * g.vDim
+	s.m.work.forEach(T*g.heads, 1, func(lo, hi int) {
+		scores := make([]float32, s.n+T)
+		for i := lo; i < hi; i++ {
+			t, hd := i/g.heads, i%g.heads
+			pos := s.n + t
+			first := 0
+			if g.window > 0 {
+				first = max(0, pos-g.window+1) // ggml masks pos − j ≥ window
+			}
+			qh := q[t*qStride+hd*g.kDim : t*qStride+(hd+1)*g.kDim]
+			kvh := hd / g.group
+			sc := scores[first : pos+1]
+			for j := range sc {
+				kr := kc[(first+j)*g.kStride+kvh*g.kDim:]
+				sc[j] = quant.DotFloat32(qh, kr[:g.kDim]) * g.scale
+			}
+			if g.sinks != nil {
+				softmaxSink(sc, g.sinks[hd])
+			} else {
+				softmax(sc)
+			}
+			// Each output value sums its products in position order.
+			o := out[t*vRow+hd*g.vDim : t*vRow+(hd+1)*g.vDim]
+			clear(o)
+			vb := vc[first*g.vStride+kvh*g.vDim:]
+			if vecAttnAccum != nil && g.vDim%8 == 0 {
+				vecAttnAccum(o, vb, g.vStride, sc)
+				continue
+			}
+			for j, p := range sc {
+				vj := vb[j*g.vStride : j*g.vStride+g.vDim]
+				for d, v := range vj {
+					o[d] += float32(v * p)
+				}
+			}
+		}
+	})
+}
+
+// mlaInputs computes the queries (T × heads × (nope+rope), RoPE applied
+// to each head's last rope values) and the compressed latent with its
+// shared RoPE key (T × (kv_lora + rope), the latent normalised) from the
+// normalised input in s.as.
+func (s *Session) mlaInputs(il, T int) (q, kv []float32) {
+	m, h, a := s.m, s.m.Hparams, s.m.Hparams.MLA
+	L := &m.layers[il]
+	ml := L.mla
+	q = make([]float32, T*ml.qRowFloats)
+	if a.QLoraRank > 0 {
+		qa := make([]float32, T*a.QLoraRank)
+		m.work.mulMat(&ml.wqA, s.as.get(ml.wqA.vt), qa)
+		for t := range T {
+			r := qa[t*a.QLoraRank : (t+1)*a.QLoraRank]
+			rmsNorm(r, r, ml.qANorm, h.RMSEps)
+		}
+		kv = make([]float32, T*(a.KVLoraRank+a.RoPE))
+		m.work.mulMat(&ml.wkvA, s.as.get(ml.wkvA.vt), kv)
+		var sub actSet
+		sub.reset(qa, a.QLoraRank, T)
+		m.work.mulMat(&ml.wqB, sub.get(ml.wqB.vt), q)
+	} else {
+		m.work.mulMat(&L.wq, s.as.get(L.wq.vt), q)
+		kv = make([]float32, T*(a.KVLoraRank+a.RoPE))
+		m.work.mulMat(&ml.wkvA, s.as.get(ml.wkvA.vt), kv)
+	}
+	qk, row := a.NoPE+a.RoPE, a.KVLoraRank+a.RoPE
+	var cs []float32
+	for t := range T {
+		cs = ropeTable(cs, s.n+t, a.RoPE, L.ropeBase, &h.rope)
+		for hd := range h.Heads {
+			i := t*ml.qRowFloats + hd*qk + a.NoPE
+			rope(q[i:i+a.RoPE], cs, a.RoPE, false)
+		}
+		r := kv[t*row : (t+1)*row]
+		rope(r[a.KVLoraRank:], cs, a.RoPE, false)
+		rmsNorm(r[:a.KVLoraRank], r[:a.KVLoraRank], ml.kvANorm, h.RMSEps)
+	}
+	return q, kv
+}
+
+// mlaAbsorbed is latent attention with the key decompression absorbed
+// into the queries: the cache holds each position's normalised latent and
+// RoPE key, one head shared by every query head, the values are the
+// latents, and each head's output is decompressed by attn_v_b. This is
+// llama.cpp's path for files with attn_k_b and attn_v_b.
+func (s *Session) mlaAbsorbed(il, T int) []float32 {
+	m, h, a := s.m, s.m.Hparams, s.m.Hparams.MLA
+	ml := m.layers[il].mla
+	H, nope, kvr, rp := h.Heads, a.NoPE, a.KVLoraRank, a.RoPE
+	q, kv := s.mlaInputs(il, T)
+	qk, row := nope+rp, kvr+rp
+	// Each head's query becomes [attn_k_b·q_nope | q_rope].
+	qa := make([]float32, T*H*row)
+	in := make([]float32, T*max(nope, kvr))
+	tmp := make([]float32, T*max(kvr, a.Value))
+	var sub actSet
+	for hd := range H {
+		for t := range T {
+			copy(in[t*nope:(t+1)*nope], q[t*H*qk+hd*qk:])
+		}
+		wk := ml.wkB.slice(hd)
+		sub.reset(in[:T*nope], nope, T)
+		m.work.mulMat(&wk, sub.get(wk.vt), tmp[:T*kvr])
+		for t := range T {
+			dst := qa[t*H*row+hd*row:]
+			copy(dst[:kvr], tmp[t*kvr:(t+1)*kvr])
+			copy(dst[kvr:row], q[t*H*qk+hd*qk+nope:t*H*qk+(hd+1)*qk])
+		}
+	}
+	kc, _ := s.cache(il, kv, nil)
+	lat := make([]float32, T*H*kvr)
+	s.attend(attnGeom{heads: H, group: H, kDim: row, vDim: kvr, kStride: row, vStride: row, scale: h.kqScale},
+		qa, H*row, kc, kc, T, lat)
+	// Decompress each head's output: attn_v_b·latent.
+	att := make([]float32, T*H*a.Value)
+	for hd := range H {
+		for t := range T {
+			copy(in[t*kvr:(t+1)*kvr], lat[t*H*kvr+hd*kvr:])
+		}
+		wv := ml.wvB.slice(hd)
+		sub.reset(in[:T*kvr], kvr, T)
+		m.work.mulMat(&wv, sub.get(wv.vt), tmp[:T*a.Value])
+		for t := range T {
+			copy(att[t*H*a.Value+hd*a.Value:], tmp[t*a.Value:(t+1)*a.Value])
+		}
+	}
+	return att
+}
+
+// mlaLegacy is latent attention for files with one attn_kv_b: the latent
+// is decompressed into per-head keys and values, which are cached, and
+// attention is ordinary multi-head attention over them.
+func (s *Session) mlaLegacy(il, T int) []float32 {
+	m, h, a := s.m, s.m.Hparams, s.m.Hparams.MLA
+	ml := m.layers[il].mla
+	H, nope, kvr, rp, vd := h.Heads, a.NoPE, a.KVLoraRank, a.RoPE, a.Value
+	q, kv := s.mlaInputs(il, T)
+	qk, row := nope+rp, kvr+rp
+	lat := make([]float32, T*kvr)
+	for t := range T {
+		copy(lat[t*kvr:(t+1)*kvr], kv[t*row:])
+	}
+	dec := make([]float32, T*H*(nope+vd))
+	var sub actSet
+	sub.reset(lat, kvr, T)
+	m.work.mulMat(&ml.wkvB, sub.get(ml.wkvB.vt), dec)
+	k := make([]float32, T*H*qk)
+	v := make([]float32, T*H*vd)
+	for t := range T {
+		for hd := range H {
+			d := dec[(t*H+hd)*(nope+vd):]
+			kh := k[(t*H+hd)*qk:]
+			copy(kh[:nope], d[:nope])
+			copy(kh[nope:qk], kv[t*row+kvr:(t+1)*row])
+			copy(v[(t*H+hd)*vd:(t*H+hd+1)*vd], d[nope:nope+vd])
+		}
+	}
+	kc, vc := s.cache(il, k, v)
+	att := make([]float32, T*H*vd)
+	s.attend(attnGeom{heads: H, group: 1, kDim: qk, vDim: vd, kStride: H * qk, vStride: H * vd, scale: h.kqScale},
+		q, H*qk, kc, vc, T, att)
+	return att
+}
+
+// ropeTable holds cos and sin of each rotated pair at one position, built
+// as ggml_rope_cache_init does: θ starts at the position and is multiplied
+// by base^(−2/n_rot) for each pair, in float32, then scaled and mixed as
+// rope_yarn does (plain RoPE when there is no scaling).
+func ropeTable(dst []float32, pos int, nRot int, base float32, rs *ropeScaling) []float32 {
+	dst = dst[:0]
+	thetaScale := float32(math.Pow(float64(base), float64(-2/float32(nRot))))
+	var corr [2]float32
+	if rs.extFactor != 0 {
+		corr = yarnCorrDims(nRot, rs.ctxOrig, base, rs.betaFast, rs.betaSlow)
+	}
+	theta := float32(pos)
+	for i := 0; i < nRot; i += 2 {
+		c, s := ropeYarn(theta, rs, corr, i)
+		dst = append(dst, c, s)
+		theta *= thetaScale
+	}
+	return dst
+}
+
+// ropeYarn is ggml's rope_yarn: the angle interpolated by the frequency
+// scale, mixed back towards the original angle by YaRN's ramp, and cos
+// and sin scaled by the magnitude factor.
+func ropeYarn(thetaExtrap float32, rs *ropeScaling, corr [2]float32, i0 int) (cos, sin float32) {
+	thetaInterp := rs.freqScale * thetaExtrap
+	theta := thetaInterp
+	mscale := rs.attnFactor
+	if rs.extFactor != 0 {
+		y := (float32(i0/2) - corr[0]) / max(0.001, corr[1]-corr[0])
+		rampMix := (1 - min(1, max(0, y))) * rs.extFactor
+		theta = float32(thetaInterp*(1-rampMix)) + float32(thetaExtrap*rampMix)
+		mscale *= 1 + float32(0.1*logf(1/rs.freqScale))
+	}
+	return float32(math.Cos(float64(theta))) * mscale, float32(math.Sin(float64(theta))) * mscale
+}
+
+// yarnCorrDims is ggml_rope_yarn_corr_dims: the first and last rotated
+// dims YaRN's ramp blends between.
+func yarnCorrDims(nDims, ctxOrig int, base, betaFast, betaSlow float32) [2]float32 {
+	corrDim := func(nRot float32) float32 {
+		return float32(float32(nDims)*logf(float32(ctxOrig)/(nRot*2*math.Pi))) / (2 * logf(base))
+	}
+	start := float32(math.Floor(float64(corrDim(betaFast))))
+	end := float32(math.Ceil(float64(corrDim(betaSlow))))
+	return [2]float32{max(0, start), min(float32(nDims-1), end)}
+}
