@@ -237,6 +237,50 @@ func TestChat(t *testing.T) {
 	}
 }
 
+// TestChatEveryArch: a chat completion on a model of each architecture
+// the engine runs equals the runtime's own greedy output for the
+// rendered prompt, plain and streamed.
+func TestChatEveryArch(t *testing.T) {
+	for _, arch := range engine.Archs {
+		t.Run(arch, func(t *testing.T) {
+			m := testModelWith(t, func(c *synth.Config) {
+				def := synth.Defaults(arch)
+				def.Type, def.Experts, def.ExpertsUsed = c.Type, c.Experts, c.ExpertsUsed
+				if arch == "gpt-oss" {
+					def.ExpertType = gguf.TypeMXFP4
+				}
+				*c = def
+			})
+			url, _, _ := start(t, testConfig(m))
+			want := expected(t, m, "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n", 8, 0, 0)
+			if want == "" {
+				t.Fatal("the runtime generated nothing to compare with")
+			}
+			msgs := `[{"role":"user","content":"Hello"}]`
+			resp, body := post(t, url+"/v1/chat/completions", `{"messages":`+msgs+`,"max_tokens":8,"temperature":0}`)
+			var c ChatCompletion
+			if resp.StatusCode != 200 || json.Unmarshal(body, &c) != nil || c.Choices[0].Message == nil || *c.Choices[0].Message.Content != want {
+				t.Fatalf("chat: %d %s (want %q)", resp.StatusCode, body, want)
+			}
+			_, body = post(t, url+"/v1/chat/completions", `{"messages":`+msgs+`,"max_tokens":8,"temperature":0,"stream":true}`)
+			var text strings.Builder
+			events := sse(t, body)
+			for _, e := range events[:len(events)-1] {
+				var ch ChatCompletion
+				if err := json.Unmarshal([]byte(e), &ch); err != nil {
+					t.Fatal(err)
+				}
+				if d := ch.Choices[0].Delta; d.Content != nil {
+					text.WriteString(*d.Content)
+				}
+			}
+			if text.String() != want {
+				t.Errorf("stream %q, want %q", text.String(), want)
+			}
+		})
+	}
+}
+
 // TestBadRequests: malformed and hostile requests each get a 4xx with an
 // OpenAI error body.
 func TestBadRequests(t *testing.T) {
