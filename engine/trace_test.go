@@ -11,12 +11,15 @@ import (
 )
 
 // TestTraceRoundTrip: a streamed run's trace reads back with one step per
-// position, top-k records per layer in rank order, prefill flagged, and
-// the served-from tiers adding up to the source's hits and misses.
+// position, top-k records per MoE layer in rank order (dense leading
+// layers route nothing), prefill flagged, and the served-from tiers
+// adding up to the source's hits and misses.
 func TestTraceRoundTrip(t *testing.T) {
-	for _, name := range []string{"run.trace", "run.trace.zst"} {
-		t.Run(name, func(t *testing.T) {
-			_, pack := testModel(t, "qwen3moe", gguf.TypeQ8_0, nil)
+	for _, c := range []struct{ arch, name string }{{"qwen3moe", "run.trace"}, {"qwen3moe", "run.trace.zst"},
+		{"deepseek2", "run.trace"}, {"gpt-oss", "run.trace"}, {"glm4moe", "run.trace.zst"}} {
+		name := c.name
+		t.Run(c.arch+"/"+name, func(t *testing.T) {
+			_, pack := testModel(t, c.arch, gguf.TypeQ8_0, nil)
 			m := open(t, pack, Options{Cache: CacheOptions{Slots: 6}})
 			path := filepath.Join(t.TempDir(), name)
 			tf, err := trace.Create(path, m.TraceHeader())
@@ -56,11 +59,11 @@ func TestTraceRoundTrip(t *testing.T) {
 					t.Fatal(err)
 				}
 				recs = rs
-				if step != steps || len(rs) != h.Layers*h.ExpertsUsed {
+				if step != steps || len(rs) != (h.Layers-h.DenseLeading)*h.ExpertsUsed {
 					t.Fatalf("step %d (want %d) with %d records", step, steps, len(rs))
 				}
 				for i, r := range rs {
-					if int(r.Layer) != i/h.ExpertsUsed || int(r.Rank) != i%h.ExpertsUsed || r.Prefill != (step < len(testPrompt)) {
+					if int(r.Layer) != h.DenseLeading+i/h.ExpertsUsed || int(r.Rank) != i%h.ExpertsUsed || r.Prefill != (step < len(testPrompt)) {
 						t.Fatalf("step %d record %d: %+v", step, i, r)
 					}
 					if r.From != trace.LevelRAM && r.From != trace.LevelSSD {
