@@ -385,22 +385,31 @@ func splitLlama3(cpts []rune, lo, hi int, emit func(int), digits int, marks bool
 		}
 		other := func(f uint16) bool { return !cptIsWordLike(f) && !(marks && cptIsMark(f)) }
 		if other(f2) && f != 0 {
-			if cp == ' ' {
-				pos++
-			}
-			for other(f2) && f2 != 0 {
-				pos++
-				f2 = c.flags(pos)
-			}
-			for cptIsCRLF(c.cpt(pos)) {
-				pos++
-			}
-			c.token(pos)
+			pos = c.punctuation(pos, cp, f2, other)
 			continue
 		}
 
 		pos = c.spaces(pos)
 	}
+}
+
+// punctuation emits ` ?[^\s\p{L}\p{N}]+[\r\n]*` from pos, where cp is the
+// code point at pos, f2 the flags of the first code point after an
+// initial space, and other says which flags the run takes. It returns
+// the position after the token.
+func (c *splitCursor) punctuation(pos int, cp rune, f2 uint16, other func(uint16) bool) int {
+	if cp == ' ' {
+		pos++
+	}
+	for other(f2) && f2 != 0 {
+		pos++
+		f2 = c.flags(pos)
+	}
+	for cptIsCRLF(c.cpt(pos)) {
+		pos++
+	}
+	c.token(pos)
+	return pos
 }
 
 // contraction is the length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at pos, 0 if
@@ -516,18 +525,9 @@ func splitKimiK2(cpts []rune, lo, hi int, emit func(int)) {
 		if cp == ' ' {
 			f2 = c.flags(pos + 1)
 		}
-		if !cptIsWordLike(f2) && f2 != 0 {
-			if cp == ' ' {
-				pos++
-			}
-			for !cptIsWordLike(f2) && f2 != 0 {
-				pos++
-				f2 = c.flags(pos)
-			}
-			for cptIsCRLF(c.cpt(pos)) {
-				pos++
-			}
-			c.token(pos)
+		notWord := func(f uint16) bool { return !cptIsWordLike(f) }
+		if notWord(f2) && f2 != 0 {
+			pos = c.punctuation(pos, cp, f2, notWord)
 			continue
 		}
 
