@@ -225,6 +225,11 @@ func (r *hparamReader) readRouting(h *Hparams) {
 
 func (r *hparamReader) readDeepseek2(h *Hparams) {
 	r.readRouting(h)
+	if _, ok := r.f.Lookup(r.prefix + "expert_gating_func"); !ok && (h.Layers == 47 || h.Layers == 48) && h.Vocab == 154880 {
+		// GLM-4.7-Flash files written before the key existed: llama.cpp
+		// recognises them by shape and routes them with sigmoid.
+		h.gating = gateSigmoid
+	}
 	mla := &MLA{KVLoraRank: r.count("attention.kv_lora_rank", 0, true)}
 	mla.QLoraRank = r.count("attention.q_lora_rank", 0, false)
 	kMLA := r.count("attention.key_length_mla", 0, false)
