@@ -14,9 +14,25 @@ func (s *Session) attention(il int, x, hbuf []float32, T int) {
 	for t := range T {
 		rmsNorm(hbuf[t*D:(t+1)*D], x[t*D:(t+1)*D], L.attnNorm, h.RMSEps)
 	}
-	s.as.reset(hbuf, D, T)
+	o := s.attnOut(il, hbuf, T)
+	for i := range x[:T*D] {
+		x[i] = o[i] + x[i]
+	}
+}
+
+// attnOut is one layer's attention over the normalised input hn (T rows
+// of D), through its output projection; the result overwrites hn.
+func (s *Session) attnOut(il int, hn []float32, T int) []float32 {
+	m, h := s.m, s.m.Hparams
+	L := &m.layers[il]
+	D := h.Embd
+	s.as.reset(hn, D, T)
 	var att []float32
 	switch {
+	case L.delta != nil:
+		att = s.deltaNet(il, T)
+	case L.kda != nil:
+		att = s.kda(il, T)
 	case L.mla == nil:
 		att = s.mha(il, T)
 	case h.MLA.Absorbed:
@@ -24,13 +40,19 @@ func (s *Session) attention(il int, x, hbuf []float32, T int) {
 	default:
 		att = s.mlaLegacy(il, T)
 	}
+	if L.attnGate.rows > 0 {
+		// kimi-k3: the output is gated by sigmoid(gate·h) before wo.
+		g := make([]float32, len(att))
+		m.work.mulMat(&L.attnGate, s.as.get(L.attnGate.vt), g)
+		for i, v := range g {
+			att[i] *= 1 / (1 + expf(-v))
+		}
+	}
 	s.as.reset(att, L.wo.cols, T)
-	o := hbuf[:T*D]
+	o := hn[:T*D]
 	m.work.mulMat(&L.wo, s.as.get(L.wo.vt), o)
 	addBias(o, L.bo)
-	for i := range x[:T*D] {
-		x[i] = o[i] + x[i]
-	}
+	return o
 }
 
 // mha is ordinary grouped-query attention over the normalised input in
@@ -43,7 +65,12 @@ func (s *Session) mha(il, T int) []float32 {
 	q := make([]float32, T*qDim)
 	k := make([]float32, T*kvDim)
 	v := make([]float32, T*kvDim)
-	m.work.mulMat(&L.wq, s.as.get(L.wq.vt), q)
+	var gate []float32
+	if h.gatedAttn {
+		q, gate = s.gatedQuery(L, T)
+	} else {
+		m.work.mulMat(&L.wq, s.as.get(L.wq.vt), q)
+	}
 	m.work.mulMat(&L.wk, s.as.get(L.wk.vt), k)
 	m.work.mulMat(&L.wv, s.as.get(L.wv.vt), v)
 	addBias(q, L.bq)
@@ -66,7 +93,11 @@ func (s *Session) mha(il, T int) []float32 {
 	}
 	var cs []float32
 	for t := range T {
-		cs = ropeTable(cs, s.n+t, h.RopeDims, L.ropeBase, &h.rope)
+		if h.RopeSections != nil {
+			cs = ropeTableSections(cs, s.n+t, h.RopeDims, L.ropeBase, &h.rope, h.RopeSections)
+		} else {
+			cs = ropeTable(cs, s.n+t, h.RopeDims, L.ropeBase, &h.rope)
+		}
 		for i := t * qDim; i < (t+1)*qDim; i += HD {
 			rope(q[i:i+HD], cs, h.RopeDims, h.ropeNeox)
 		}
@@ -78,7 +109,29 @@ func (s *Session) mha(il, T int) []float32 {
 	att := make([]float32, T*qDim)
 	s.attend(attnGeom{heads: h.Heads, group: h.Heads / h.HeadsKV, kDim: HD, vDim: HD, kStride: kvDim, vStride: kvDim,
 		scale: h.kqScale, window: L.window, sinks: L.sinks}, q, qDim, kc, vc, T, att)
+	for i, g := range gate {
+		att[i] *= 1 / (1 + expf(-g)) // the output gate: ggml_sigmoid, then ggml_mul
+	}
 	return att
+}
+
+// gatedQuery splits qwen35moe's query projection, which gives each head
+// its query and then its output gate, into T rows of queries and of
+// gates (heads × head dim each).
+func (s *Session) gatedQuery(L *layer, T int) (q, gate []float32) {
+	h := s.m.Hparams
+	HD, qDim := h.HeadDim, h.Heads*h.HeadDim
+	full := make([]float32, T*2*qDim)
+	s.m.work.mulMat(&L.wq, s.as.get(L.wq.vt), full)
+	q, gate = make([]float32, T*qDim), make([]float32, T*qDim)
+	for t := range T {
+		for hd := range h.Heads {
+			src := full[t*2*qDim+hd*2*HD:]
+			copy(q[t*qDim+hd*HD:][:HD], src[:HD])
+			copy(gate[t*qDim+hd*HD:][:HD], src[HD:2*HD])
+		}
+	}
+	return q, gate
 }
 
 // cache appends T positions' keys and values to layer il's cache and
@@ -182,13 +235,15 @@ func (s *Session) mlaInputs(il, T int) (q, kv []float32) {
 	qk, row := a.NoPE+a.RoPE, a.KVLoraRank+a.RoPE
 	var cs []float32
 	for t := range T {
-		cs = ropeTable(cs, s.n+t, a.RoPE, L.ropeBase, &h.rope)
-		for hd := range h.Heads {
-			i := t*ml.qRowFloats + hd*qk + a.NoPE
-			rope(q[i:i+a.RoPE], cs, a.RoPE, false)
-		}
 		r := kv[t*row : (t+1)*row]
-		rope(r[a.KVLoraRank:], cs, a.RoPE, false)
+		if !h.mlaNoRope { // kimi-k3 carries the RoPE dims unrotated
+			cs = ropeTable(cs, s.n+t, a.RoPE, L.ropeBase, &h.rope)
+			for hd := range h.Heads {
+				i := t*ml.qRowFloats + hd*qk + a.NoPE
+				rope(q[i:i+a.RoPE], cs, a.RoPE, false)
+			}
+			rope(r[a.KVLoraRank:], cs, a.RoPE, false)
+		}
 		rmsNorm(r[:a.KVLoraRank], r[:a.KVLoraRank], ml.kvANorm, h.RMSEps)
 	}
 	return q, kv
@@ -292,6 +347,34 @@ func ropeTable(dst []float32, pos int, nRot int, base float32, rs *ropeScaling) 
 	theta := float32(pos)
 	for i := 0; i < nRot; i += 2 {
 		c, s := ropeYarn(theta, rs, corr, i)
+		dst = append(dst, c, s)
+		theta *= thetaScale
+	}
+	return dst
+}
+
+// ropeTableSections is ropeTable for interleaved multi-section RoPE
+// (ggml_mrope_cache_init with is_imrope) at a text position: the
+// temporal, height and width positions are all pos and the fourth is 0,
+// so a rotated pair turns by pos·base^(−2i/n) when its sector belongs to
+// one of the first three sections and not at all otherwise.
+func ropeTableSections(dst []float32, pos int, nRot int, base float32, rs *ropeScaling, sections []int) []float32 {
+	dst = dst[:0]
+	thetaScale := float32(math.Pow(float64(base), float64(-2/float32(nRot))))
+	var corr [2]float32
+	if rs.extFactor != 0 {
+		corr = yarnCorrDims(nRot, rs.ctxOrig, base, rs.betaFast, rs.betaSlow)
+	}
+	sectDims := sections[0] + sections[1] + sections[2] + sections[3]
+	theta := float32(pos)
+	for i := 0; i < nRot; i += 2 {
+		sector := (i / 2) % sectDims
+		th := float32(0) // the fourth position, always 0 for text
+		switch {
+		case sector%3 == 1 && sector < 3*sections[1], sector%3 == 2 && sector < 3*sections[2], sector%3 == 0 && sector < 3*sections[0]:
+			th = theta
+		}
+		c, s := ropeYarn(th, rs, corr, i)
 		dst = append(dst, c, s)
 		theta *= thetaScale
 	}

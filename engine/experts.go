@@ -95,7 +95,7 @@ type residentLayer struct {
 // loadResidentExperts reads every MoE layer's stacked expert tensors.
 func loadResidentExperts(l *loader, h *Hparams) (*residentExperts, error) {
 	r := &residentExperts{layers: make([]residentLayer, h.Layers), stats: SourceStats{Source: "resident"}}
-	D, F, E := h.Embd, h.ExpertFF, h.Experts
+	D, F, E := h.expertIn(), h.ExpertFF, h.Experts
 	for i := range r.layers {
 		if !h.isMoE(i) {
 			continue

@@ -22,10 +22,13 @@ var fuzzKeys = []string{
 	"expert_group_count", "expert_group_used_count", "leading_dense_block_count", "expert_shared_count",
 	"expert_gating_func", "attention.sliding_window", "attention.sliding_window_pattern",
 	"expert_feed_forward_length", "feed_forward_length",
+	"ssm.conv_kernel", "ssm.inner_size", "ssm.state_size", "ssm.time_step_rank", "ssm.group_count",
+	"full_attention_interval", "kda.head_dim", "attn_res.block_size", "expert_latent_length",
 }
 
 // fuzzReals are the real-valued keys it rewrites.
-var fuzzReals = []string{"rope.scaling.factor", "rope.scaling.yarn_log_multiplier", "expert_weights_scale", "rope.freq_base", "rope.freq_base_swa"}
+var fuzzReals = []string{"rope.scaling.factor", "rope.scaling.yarn_log_multiplier", "expert_weights_scale", "rope.freq_base", "rope.freq_base_swa",
+	"kda.gate_lower_bound", "activation.situ_beta", "activation.situ_linear_beta", "attention.scale"}
 
 // fuzzSource holds one small model of each architecture, its metadata
 // and tensors, for FuzzHparams to rewrite.

@@ -14,7 +14,7 @@ import (
 var ErrUnsupported = errors.New("engine: unsupported model")
 
 // Archs are the architectures the runtime runs.
-var Archs = []string{"qwen3moe", "llama", "olmoe", "deepseek2", "gpt-oss", "glm4moe"}
+var Archs = []string{"qwen3moe", "llama", "olmoe", "deepseek2", "gpt-oss", "glm4moe", "qwen35moe", "kimi-k3"}
 
 // qkNorm is where an architecture normalises queries and keys.
 type qkNorm int
@@ -80,6 +80,26 @@ type Hparams struct {
 	// MLA describes DeepSeek's multi-head latent attention; nil for
 	// ordinary attention.
 	MLA *MLA `json:"mla,omitempty"`
+	// DeltaNet describes the gated delta-net linear-attention layers of
+	// qwen35moe; nil when every layer is full attention.
+	DeltaNet *DeltaNet `json:"delta_net,omitempty"`
+	// Recurrent marks the layers whose attention is linear (recurrent
+	// state) rather than full (KV cache); nil when none is.
+	Recurrent []bool `json:"recurrent_layers,omitempty"`
+	// RopeSections are the multi-section RoPE's sections (qwen35moe's
+	// interleaved M-RoPE); nil for plain RoPE.
+	RopeSections []int `json:"rope_dimension_sections,omitempty"`
+	// KDA describes Kimi's delta attention, the linear-attention layers
+	// of kimi-k3; nil for other architectures.
+	KDA *KDA `json:"kda,omitempty"`
+	// ExpertLatent is the width routed experts run at (kimi-k3's latent
+	// MoE, between ffn_routed_down and ffn_routed_up); 0 when they run at
+	// the embedding width.
+	ExpertLatent int `json:"expert_latent_length,omitempty"`
+	// ResBlockSize is kimi-k3's cross-layer residual attention: every
+	// ResBlockSize-th layer banks its input as a checkpoint that later
+	// layers attend over; 0 for a plain residual stream.
+	ResBlockSize int `json:"attn_res_block_size,omitempty"`
 
 	ropeNeox     bool   // NEOX rotates (i, i+n/2); NORM rotates (2i, 2i+1)
 	qkNorm       qkNorm // where queries and keys are normalised
@@ -94,7 +114,52 @@ type Hparams struct {
 	rope         ropeScaling
 	kqScale      float32 // the attention's score scale
 	valueDim     int     // per-head value width (HeadDim but for MLA)
+	sharedFF     int     // the shared expert's width, when it is not SharedExperts·ExpertFF
+	gatedAttn    bool    // full attention's query projection also gives a sigmoid output gate
+	mlaNoRope    bool    // kimi-k3: latent attention's RoPE dims are not rotated
+	situ         *situ   // kimi-k3: situ replaces SwiGLU everywhere
 }
+
+// situ is kimi-k3's activation, beta·tanh(g/beta)·σ(g) · lb·tanh(u/lb)
+// (the up branch untouched when lb ≤ 0).
+type situ struct{ beta, linearBeta float32 }
+
+// KDA is the geometry of a Kimi delta-attention layer: per-channel
+// short convolutions of q, k and v, then per head a HeadDim × HeadDim
+// state decayed channel by channel.
+type KDA struct {
+	ConvKernel int `json:"conv_kernel"`
+	HeadDim    int `json:"head_dim"`
+	Heads      int `json:"heads"`
+	// GateLowerBound, when finite, makes the decay lower_bound·σ(…)
+	// instead of −exp(A_log)·softplus(…).
+	GateLowerBound float32 `json:"gate_lower_bound"`
+}
+
+// expertIn is the width routed experts take and give back.
+func (h *Hparams) expertIn() int {
+	if h.ExpertLatent > 0 {
+		return h.ExpertLatent
+	}
+	return h.Embd
+}
+
+// DeltaNet is the geometry of a gated delta-net layer: a short causal
+// convolution over [q | k | v], then a per-head recurrent state of
+// StateSize × StateSize updated by the delta rule with a decay gate.
+type DeltaNet struct {
+	ConvKernel int `json:"conv_kernel"`
+	InnerSize  int `json:"inner_size"`  // value heads × value head width
+	StateSize  int `json:"state_size"`  // the key (and value) head width
+	ValueHeads int `json:"value_heads"` // ssm.time_step_rank
+	KeyHeads   int `json:"key_heads"`   // ssm.group_count
+}
+
+// keyDim, valueDim and convDim are the widths of the key, value and
+// convolved [q | k | v] rows.
+func (d *DeltaNet) keyDim() int   { return d.StateSize * d.KeyHeads }
+func (d *DeltaNet) valueDim() int { return d.InnerSize }
+func (d *DeltaNet) convDim() int  { return 2*d.keyDim() + d.valueDim() }
 
 // MLA is the geometry of multi-head latent attention.
 type MLA struct {
@@ -121,6 +186,21 @@ type ropeScaling struct {
 	logMul     float32 // deepseek2's mscale_all_dim (yarn_log_multiplier)
 }
 
+// maxDim bounds every dimension and count a header may give, so that
+// nothing is allocated from a hostile one before the tensors are checked
+// against the file.
+const maxDim = 1 << 20
+
+// maxLayers bounds the block count: eight times llama.cpp's
+// LLAMA_MAX_LAYERS, so per-layer tables stay small.
+const maxLayers = 4096
+
+// sane says whether the block count is one per-layer tables may be
+// allocated for; check reports it otherwise.
+func (h *Hparams) sane() bool {
+	return h.Layers > 0 && h.Layers <= maxLayers && h.NextN >= 0 && h.NextN <= maxLayers
+}
+
 // ReadHparams reads and checks the hyper-parameters of f.
 func ReadHparams(f *gguf.File) (*Hparams, error) {
 	arch := f.Architecture()
@@ -138,6 +218,10 @@ func ReadHparams(f *gguf.File) (*Hparams, error) {
 		h.ropeNeox, h.gating, h.oaiSwiGLU, h.sinks, h.ffnNormName = true, gateSoftmaxWeight, true, true, "post_attention_norm"
 	case "glm4moe":
 		h.ropeNeox, h.gating, h.ffnNormName = true, gateSigmoid, "post_attention_norm"
+	case "qwen35moe":
+		h.ropeNeox, h.qkNorm, h.weightsNorm, h.gatedAttn, h.ffnNormName = true, qkNormPerHead, true, true, "post_attention_norm"
+	case "kimi-k3":
+		h.ropeNeox, h.mlaNoRope = false, true
 	case "":
 		return nil, fmt.Errorf("%w: %s: no general.architecture", ErrUnsupported, f.Name)
 	default:
@@ -152,6 +236,10 @@ func ReadHparams(f *gguf.File) (*Hparams, error) {
 		r.readGPTOSS(h)
 	case "glm4moe":
 		r.readGLM4MoE(h)
+	case "qwen35moe":
+		r.readQwen35MoE(h)
+	case "kimi-k3":
+		r.readKimiK3(h)
 	}
 	if err := r.readRope(h); err != nil {
 		return nil, err
@@ -177,7 +265,9 @@ func (r *hparamReader) readCommon(h *Hparams) {
 	h.Embd = r.count("embedding_length", 0, true)
 	h.Context = r.count("context_length", 0, true)
 	h.Heads = r.count("attention.head_count", 0, true)
-	h.HeadsKV = r.count("attention.head_count_kv", h.Heads, false)
+	if h.Arch != "kimi-k3" { // per layer there: 0 marks a KDA layer (readKimiK3)
+		h.HeadsKV = r.count("attention.head_count_kv", h.Heads, false)
+	}
 	if h.Heads > 0 {
 		h.HeadDim = r.count("attention.key_length", h.Embd/h.Heads, false)
 	}
@@ -192,6 +282,12 @@ func (r *hparamReader) readCommon(h *Hparams) {
 	switch h.Arch {
 	case "llama", "olmoe":
 		h.ExpertFF = r.count("feed_forward_length", 0, true)
+	case "kimi-k3":
+		// A count or one per layer; llama.cpp v0.4.0's Kimi-K3 loader
+		// sizes every layer's experts by the first.
+		if h.sane() {
+			h.ExpertFF = r.perLayer("expert_feed_forward_length", h.Layers+h.NextN, 0)[0]
+		}
 	default:
 		h.ExpertFF = r.count("expert_feed_forward_length", 0, false)
 		if h.ExpertFF == 0 && h.ExpertsUsed > 0 {
@@ -266,6 +362,119 @@ func (r *hparamReader) readGLM4MoE(h *Hparams) {
 	h.qkNorm = qkNormPerHead
 }
 
+// readQwen35MoE reads the gated delta-net geometry, which layers are
+// recurrent, the shared expert's width and the M-RoPE sections.
+func (r *hparamReader) readQwen35MoE(h *Hparams) {
+	if !h.sane() {
+		return // check reports the block count
+	}
+	d := &DeltaNet{
+		ConvKernel: r.count("ssm.conv_kernel", 0, true),
+		InnerSize:  r.count("ssm.inner_size", 0, true),
+		StateSize:  r.count("ssm.state_size", 0, true),
+		ValueHeads: r.count("ssm.time_step_rank", 0, true),
+		KeyHeads:   r.count("ssm.group_count", 0, true),
+	}
+	h.DeltaNet = d
+	h.sharedFF = r.count("expert_shared_feed_forward_length", 0, false)
+	if h.sharedFF == 0 {
+		h.sharedFF = r.count("feed_forward_length", 0, false)
+	}
+	if v := r.real("attention.scale", 0, false); v != 0 {
+		h.kqScale = v
+	}
+	h.RopeSections = r.ints("rope.dimension_sections", 4)
+	h.Recurrent = make([]bool, h.Layers)
+	if flags, ok := r.f.Lookup(r.prefix + "attention.recurrent_layers"); ok {
+		xs, ok := flags.Ints()
+		if !ok || len(xs) < h.Layers {
+			r.fail("%sattention.recurrent_layers is %s, want one flag per layer", r.prefix, flags.Format(4))
+			return
+		}
+		for i := range h.Recurrent {
+			h.Recurrent[i] = xs[i] != 0
+		}
+		return
+	}
+	interval := r.count("full_attention_interval", 4, false)
+	if interval <= 0 {
+		r.fail("%sfull_attention_interval must be positive", r.prefix)
+		return
+	}
+	for i := range h.Recurrent {
+		h.Recurrent[i] = (i+1)%interval != 0
+	}
+}
+
+// readKimiK3 reads Kimi-K3's layer kinds (a layer with no key-value heads
+// is a KDA layer), its latent attention, KDA, latent MoE, residual
+// attention and situ activation.
+func (r *hparamReader) readKimiK3(h *Hparams) {
+	r.readRouting(h)
+	if !h.sane() {
+		return // check reports the block count
+	}
+	if _, ok := r.f.Lookup(r.prefix + "expert_gating_func"); !ok {
+		r.fail("missing %sexpert_gating_func", r.prefix)
+	}
+	kv := r.perLayer("attention.head_count_kv", h.Layers, h.Heads)
+	h.Recurrent = make([]bool, h.Layers)
+	for i, n := range kv {
+		h.Recurrent[i] = n == 0
+	}
+	h.HeadsKV = 1 // the latent is one key-value head
+	mla := &MLA{KVLoraRank: r.count("attention.kv_lora_rank", 0, true), Absorbed: true}
+	mla.QLoraRank = r.count("attention.q_lora_rank", 0, false)
+	kMLA := r.count("attention.key_length_mla", 0, true)
+	mla.Value = r.count("attention.value_length_mla", 0, true)
+	mla.RoPE = r.count("rope.dimension_count", 0, false)
+	mla.NoPE = kMLA - mla.RoPE
+	h.MLA = mla
+	h.RopeDims = mla.RoPE // carried in the latent key, never rotated
+	h.HeadDim, h.valueDim = kMLA, mla.Value
+	h.kqScale = float32(1 / math.Sqrt(float64(kMLA)))
+	h.KDA = &KDA{ConvKernel: r.count("ssm.conv_kernel", 0, true), HeadDim: r.count("kda.head_dim", 0, true), Heads: h.Heads,
+		GateLowerBound: r.real("kda.gate_lower_bound", float32(math.Inf(-1)), false)}
+	h.ExpertLatent = r.count("expert_latent_length", 0, false)
+	h.ResBlockSize = r.count("attn_res.block_size", 0, true)
+	h.situ = &situ{beta: r.real("activation.situ_beta", 0, true), linearBeta: r.real("activation.situ_linear_beta", 0, true)}
+	if h.situ.beta == 0 {
+		r.fail("%sactivation.situ_beta must not be 0", r.prefix)
+	}
+}
+
+// perLayer reads a count that may be one value or one per layer.
+func (r *hparamReader) perLayer(key string, layers, def int) []int {
+	out := make([]int, max(layers, 1))
+	layers = len(out)
+	v, ok := r.f.Lookup(r.prefix + key)
+	if !ok {
+		for i := range out {
+			out[i] = def
+		}
+		return out
+	}
+	if n, ok := v.Uint(); ok && n < 1<<31 {
+		for i := range out {
+			out[i] = int(n)
+		}
+		return out
+	}
+	xs, ok := v.Ints()
+	if !ok || len(xs) < layers {
+		r.fail("%s%s is %s, want a count or one per layer", r.prefix, key, v.Format(4))
+		return out
+	}
+	for i := range out {
+		if xs[i] < 0 || xs[i] >= 1<<31 {
+			r.fail("%s%s has %d, want a non-negative count", r.prefix, key, xs[i])
+			return out
+		}
+		out[i] = int(xs[i])
+	}
+	return out
+}
+
 // readRope reads RoPE's scaling as llama.cpp's loader and context do
 // (llama_model::load_hparams, llama_context's constructor): linear and
 // YaRN scaling, YaRN's magnitude factor, and for deepseek2 the attention
@@ -335,13 +544,15 @@ func logf(x float32) float32 { return float32(math.Log(float64(x))) }
 func (h *Hparams) check(f *gguf.File) error {
 	var msg string
 	switch {
-	case h.Layers <= 0 || h.Embd <= 0 || h.Heads <= 0 || h.HeadsKV <= 0 || h.HeadDim <= 0 || h.valueDim <= 0:
+	case !h.sane():
+		msg = fmt.Sprintf("block_count %d less nextn_predict_layers %d must leave 1..%d blocks", h.Layers+h.NextN, h.NextN, maxLayers)
+	case h.Embd <= 0 || h.Heads <= 0 || h.HeadsKV <= 0 || h.HeadDim <= 0 || h.valueDim <= 0:
 		msg = "block_count (less nextn_predict_layers), embedding_length, head counts and head dims must be positive"
 	case h.Heads%h.HeadsKV != 0:
 		msg = fmt.Sprintf("head_count %d is not a multiple of head_count_kv %d", h.Heads, h.HeadsKV)
 	case h.MLA == nil && h.valueDim != h.HeadDim:
 		msg = fmt.Sprintf("attention.value_length %d differs from key_length %d", h.valueDim, h.HeadDim)
-	case h.RopeDims <= 0 || h.RopeDims > h.HeadDim || h.RopeDims%2 != 0:
+	case !h.mlaNoRope && (h.RopeDims <= 0 || h.RopeDims > h.HeadDim || h.RopeDims%2 != 0):
 		msg = fmt.Sprintf("rope.dimension_count %d must be even and at most the head dim %d", h.RopeDims, h.HeadDim)
 	case h.Experts <= 0 || h.ExpertsUsed <= 0 || h.ExpertsUsed > h.Experts:
 		msg = fmt.Sprintf("expert_used_count %d must be in 1..expert_count %d", h.ExpertsUsed, h.Experts)
@@ -368,12 +579,34 @@ func (h *Hparams) check(f *gguf.File) error {
 	if msg == "" && h.MLA != nil {
 		msg = h.MLA.check(h)
 	}
+	if msg == "" && h.DeltaNet != nil {
+		msg = h.DeltaNet.check()
+	}
+	if msg == "" && h.KDA != nil {
+		if k := h.KDA; k.ConvKernel <= 0 || k.ConvKernel > 64 || k.HeadDim <= 0 || k.HeadDim > 1024 || math.IsNaN(float64(k.GateLowerBound)) {
+			msg = fmt.Sprintf("KDA conv kernel %d and head dim %d must be positive and small", k.ConvKernel, k.HeadDim)
+		}
+	}
+	if msg == "" && (h.ExpertLatent < 0 || h.ExpertLatent > 1<<20 || h.ResBlockSize < 0) {
+		msg = "expert_latent_length and attn_res.block_size must not be negative"
+	}
+	if msg == "" && h.RopeSections != nil {
+		sum := 0
+		for _, v := range h.RopeSections {
+			if v < 0 || v > 1<<16 {
+				msg = fmt.Sprintf("rope.dimension_sections %v must be small non-negative counts", h.RopeSections)
+			}
+			sum += v
+		}
+		if msg == "" && (sum <= 0 || 2*sum > h.HeadDim) {
+			msg = fmt.Sprintf("rope.dimension_sections %v must cover 1..%d rotated pairs", h.RopeSections, h.HeadDim/2)
+		}
+	}
 	if msg != "" {
 		return h.malformed(f, msg)
 	}
 	// Bound the sizes a hostile header could make us allocate before any
 	// tensor is checked against the file.
-	const maxDim = 1 << 20
 	for _, v := range []int{h.Embd, h.Heads * h.HeadDim, h.Heads * h.valueDim, h.ExpertFF, h.Experts, h.Layers, h.DenseFF, h.SharedExperts * h.ExpertFF} {
 		if v > maxDim {
 			return h.malformed(f, fmt.Sprintf("dimension %d is beyond %d", v, maxDim))
@@ -383,6 +616,21 @@ func (h *Hparams) check(f *gguf.File) error {
 		return h.malformed(f, fmt.Sprintf("LoRA ranks %d and %d must be at most %d", h.MLA.QLoraRank, h.MLA.KVLoraRank, maxDim))
 	}
 	return nil
+}
+
+func (d *DeltaNet) check() string {
+	const maxDim = 1 << 16
+	switch {
+	case d.ConvKernel <= 0 || d.InnerSize <= 0 || d.StateSize <= 0 || d.ValueHeads <= 0 || d.KeyHeads <= 0:
+		return "the ssm conv kernel, inner size, state size, time-step rank and group count must be positive"
+	case d.ConvKernel > 64 || d.StateSize > 1024 || d.InnerSize > maxDim || d.KeyHeads > maxDim || d.ValueHeads > maxDim:
+		return fmt.Sprintf("ssm dimensions %+v are beyond the runtime's limits", *d)
+	case d.InnerSize != d.ValueHeads*d.StateSize:
+		return fmt.Sprintf("ssm.inner_size %d is not time_step_rank %d × state_size %d", d.InnerSize, d.ValueHeads, d.StateSize)
+	case d.ValueHeads%d.KeyHeads != 0:
+		return fmt.Sprintf("ssm.time_step_rank %d is not a multiple of ssm.group_count %d", d.ValueHeads, d.KeyHeads)
+	}
+	return ""
 }
 
 func (a *MLA) check(h *Hparams) string {
@@ -419,6 +667,30 @@ type hparamReader struct {
 	prefix      string
 	err         error
 	unsupported string // a feature the runtime does not implement
+}
+
+// ints reads a required array of n integers (llama.cpp's
+// get_key_or_arr: an array of at least n, the first n used).
+func (r *hparamReader) ints(key string, n int) []int {
+	v, ok := r.f.Lookup(r.prefix + key)
+	if !ok {
+		r.fail("missing %s%s", r.prefix, key)
+		return nil
+	}
+	xs, ok := v.Ints()
+	if !ok || len(xs) < n {
+		r.fail("%s%s is %s, want %d integers", r.prefix, key, v.Format(4), n)
+		return nil
+	}
+	out := make([]int, n)
+	for i := range out {
+		if xs[i] < 0 || xs[i] > 1<<20 {
+			r.fail("%s%s has %d, want a small non-negative integer", r.prefix, key, xs[i])
+			return nil
+		}
+		out[i] = int(xs[i])
+	}
+	return out
 }
 
 // flag reads an optional boolean key (false when absent).

@@ -20,9 +20,17 @@ type layer struct {
 	window            int       // sliding attention window; 0 attends to everything
 	ropeBase          float32
 	mla               *mlaLayer
+	delta             *deltaNetLayer // a gated delta-net (linear attention) layer, or nil
+	kda               *kdaLayer      // a Kimi delta-attention layer, or nil
+	attnGate          matrix         // kimi-k3: x → sigmoid gate on the attention output; empty if none
+	// attnRes and ffnRes score the banked checkpoints of kimi-k3's
+	// residual attention before the attention and the FFN; nil without it.
+	attnRes, ffnRes []float32
 
-	dense  *ffnWeights // a leading dense block's FFN; nil for MoE blocks
-	shared *ffnWeights // the shared experts, or nil
+	dense      *ffnWeights // a leading dense block's FFN; nil for MoE blocks
+	shared     *ffnWeights // the shared experts, or nil
+	sharedGate matrix      // qwen35moe: one row giving the shared expert's sigmoid gate; empty if none
+	latent     *latentProj // kimi-k3: the projections around latent routed experts, or nil
 
 	router     matrix
 	routerBias []float32 // added to the router's logits (gpt-oss), or nil
@@ -46,6 +54,36 @@ type mlaLayer struct {
 	wkB, wvB   matrix    // absorbed layout: per head, [nope → latent] and [latent → value]
 	wkvB       matrix    // legacy layout: latent → per head [key nope | value]
 	qRowFloats int       // floats of one token's query: heads × (nope + rope)
+}
+
+// deltaNetLayer is one gated delta-net layer's weights. Its output
+// projection (ssm_out) is the layer's wo.
+type deltaNetLayer struct {
+	wqkv, wgate  matrix    // x → [q | k | v] before the convolution; x → z, the output gate
+	wbeta, walph matrix    // x → β and α, one per value head
+	conv         []float32 // the convolution kernel: channel by channel, ConvKernel taps each
+	dtBias, a    []float32 // per value head: α's bias and the decay rate A (negative)
+	norm         []float32 // RMSNorm of each head's output, [value head width]
+}
+
+// kdaLayer is one Kimi delta-attention layer's weights; its output
+// projection is the layer's wo.
+type kdaLayer struct {
+	wq, wk, wv          matrix    // x → q, k, v before their convolutions
+	convQ, convK, convV []float32 // per channel, ConvKernel taps
+	fa, fb              matrix    // the decay gate's low-rank projection, x → head dim → heads × head dim
+	wbeta               matrix    // x → β per head
+	a                   []float32 // per head: −exp(A_log)
+	dtBias              []float32 // heads × head dim
+	wg                  matrix    // x → the output gate, heads × head dim
+	oNorm               []float32 // RMSNorm of each head's output
+}
+
+// latentProj are kimi-k3's projections into and out of the latent width
+// the routed experts run at.
+type latentProj struct {
+	down, up matrix
+	norm     []float32 // RMSNorm of the routed sum before up, or nil
 }
 
 // isMoE says whether block il routes to experts (the others are dense).
@@ -93,10 +131,20 @@ func (m *Model) loadLayer(l *loader, i int) error {
 	if h.swaPeriod > 0 && i%h.swaPeriod < h.swaPeriod-1 {
 		L.window, L.ropeBase = h.SlidingWindow, h.ropeBaseSWA
 	}
-	if h.MLA != nil {
+	recurrent := h.Recurrent != nil && h.Recurrent[i]
+	switch {
+	case recurrent && h.KDA != nil:
+		m.loadKDA(ll, L)
+	case recurrent:
+		m.loadDeltaNet(ll, L)
+	case h.MLA != nil:
 		m.loadMLA(ll, L)
-	} else {
+	default:
 		m.loadAttention(ll, L)
+	}
+	if h.ResBlockSize > 0 {
+		ll.vec(&L.attnRes, "attn_res_score.weight", D, false)
+		ll.vec(&L.ffnRes, "ffn_res_score.weight", D, false)
 	}
 	if !h.isMoE(i) {
 		L.dense = ll.ffn("ffn", "", D, h.DenseFF)
@@ -104,8 +152,23 @@ func (m *Model) loadLayer(l *loader, i int) error {
 	}
 	ll.mat(&L.router, "ffn_gate_inp.weight", D, E, 0)
 	ll.vec(&L.routerBias, "ffn_gate_inp.bias", E, h.Arch != "gpt-oss")
-	ll.vec(&L.probsBias, "exp_probs_b.bias", E, h.Arch != "glm4moe")
-	if h.SharedExperts > 0 {
+	ll.vec(&L.probsBias, "exp_probs_b.bias", E, h.Arch != "glm4moe" && h.Arch != "kimi-k3")
+	if h.ExpertLatent > 0 {
+		L.latent = &latentProj{}
+		ll.mat(&L.latent.down, "ffn_routed_down.weight", D, h.ExpertLatent, 0)
+		ll.mat(&L.latent.up, "ffn_routed_up.weight", h.ExpertLatent, D, 0)
+		ll.vec(&L.latent.norm, "ffn_routed_norm.weight", h.ExpertLatent, true)
+	}
+	switch {
+	case h.Arch == "qwen35moe":
+		L.shared = ll.ffn("ffn", "_shexp", D, h.sharedFF)
+		ll.mat(&L.sharedGate, "ffn_gate_inp_shexp.weight", D, 1, 0)
+	case h.Arch == "kimi-k3":
+		// Optional in Kimi-K3's loader, width F × max(shared count, 1).
+		if _, _, ok := ll.l.tab.find(ll.p + "ffn_gate_shexp.weight"); ok {
+			L.shared = ll.ffn("ffn", "_shexp", D, h.ExpertFF*max(h.SharedExperts, 1))
+		}
+	case h.SharedExperts > 0:
 		L.shared = ll.ffn("ffn", "_shexp", D, h.ExpertFF*h.SharedExperts)
 	}
 	if err := errors.Join(ll.errs...); err != nil {
@@ -119,7 +182,11 @@ func (m *Model) loadAttention(ll *layerLoader, L *layer) {
 	h := m.Hparams
 	D, HD := h.Embd, h.HeadDim
 	qDim, kvDim := h.Heads*HD, h.HeadsKV*HD
-	ll.mat(&L.wq, "attn_q.weight", D, qDim, 0)
+	qRows := qDim
+	if h.gatedAttn {
+		qRows = 2 * qDim // each head's query, then its output gate
+	}
+	ll.mat(&L.wq, "attn_q.weight", D, qRows, 0)
 	ll.mat(&L.wk, "attn_k.weight", D, kvDim, 0)
 	ll.mat(&L.wv, "attn_v.weight", D, kvDim, 0)
 	ll.mat(&L.wo, "attn_output.weight", qDim, D, 0)
@@ -139,6 +206,30 @@ func (m *Model) loadAttention(ll *layerLoader, L *layer) {
 	if h.sinks {
 		ll.vec(&L.sinks, "attn_sinks.weight", h.Heads, false)
 	}
+}
+
+// loadDeltaNet loads a gated delta-net layer.
+func (m *Model) loadDeltaNet(ll *layerLoader, L *layer) {
+	h, d := m.Hparams, m.Hparams.DeltaNet
+	D := h.Embd
+	dl := &deltaNetLayer{}
+	L.delta = dl
+	ll.mat(&dl.wqkv, "attn_qkv.weight", D, d.convDim(), 0)
+	ll.mat(&dl.wgate, "attn_gate.weight", D, d.valueDim(), 0)
+	ll.mat(&dl.wbeta, "ssm_beta.weight", D, d.ValueHeads, 0)
+	ll.mat(&dl.walph, "ssm_alpha.weight", D, d.ValueHeads, 0)
+	ll.floats(&dl.conv, "ssm_conv1d.weight", d.ConvKernel, d.convDim())
+	ll.vec(&dl.dtBias, "ssm_dt.bias", d.ValueHeads, false)
+	ll.vec(&dl.a, "ssm_a", d.ValueHeads, false)
+	ll.vec(&dl.norm, "ssm_norm.weight", d.StateSize, false)
+	ll.mat(&L.wo, "ssm_out.weight", d.valueDim(), D, 0)
+}
+
+// floats loads a small [cols, rows] tensor of any type as float32s.
+func (ll *layerLoader) floats(dst *[]float32, name string, cols, rows int) {
+	var err error
+	*dst, err = ll.l.floats(ll.p+name, cols, rows)
+	ll.errs = append(ll.errs, err)
 }
 
 // loadMLA loads DeepSeek's latent attention in either layout.
@@ -163,11 +254,47 @@ func (m *Model) loadMLA(ll *layerLoader, L *layer) {
 		ll.mat(&ml.wkvB, "attn_kv_b.weight", a.KVLoraRank, H*(a.NoPE+a.Value), 0)
 	}
 	ll.mat(&L.wo, "attn_output.weight", H*a.Value, D, 0)
+	if h.Arch == "kimi-k3" {
+		if _, _, ok := ll.l.tab.find(ll.p + "attn_gate.weight"); ok {
+			ll.mat(&L.attnGate, "attn_gate.weight", D, H*a.Value, 0)
+		}
+	}
+}
+
+// loadKDA loads a Kimi delta-attention layer.
+func (m *Model) loadKDA(ll *layerLoader, L *layer) {
+	h, k := m.Hparams, m.Hparams.KDA
+	D, inner := h.Embd, k.Heads*k.HeadDim
+	kl := &kdaLayer{}
+	L.kda = kl
+	ll.mat(&kl.wq, "attn_q.weight", D, inner, 0)
+	ll.mat(&kl.wk, "attn_k.weight", D, inner, 0)
+	ll.mat(&kl.wv, "attn_v.weight", D, inner, 0)
+	for _, c := range []struct {
+		dst  *[]float32
+		name string
+	}{{&kl.convQ, "ssm_conv1d_q.weight"}, {&kl.convK, "ssm_conv1d_k.weight"}, {&kl.convV, "ssm_conv1d_v.weight"}} {
+		// [d_conv, 1, d_inner] or, quantized, [d_conv, d_inner]: the same floats.
+		var err error
+		*c.dst, err = ll.l.floats(ll.p+c.name, k.ConvKernel, inner)
+		if err != nil {
+			*c.dst, err = ll.l.floats3(ll.p+c.name, k.ConvKernel, 1, inner)
+		}
+		ll.errs = append(ll.errs, err)
+	}
+	ll.mat(&kl.fa, "ssm_f_a.weight", D, k.HeadDim, 0)
+	ll.mat(&kl.fb, "ssm_f_b.weight", k.HeadDim, inner, 0)
+	ll.mat(&kl.wbeta, "ssm_beta.weight", D, k.Heads, 0)
+	ll.vec(&kl.a, "ssm_a", k.Heads, false)
+	ll.vec(&kl.dtBias, "ssm_dt.bias", inner, false)
+	ll.mat(&kl.wg, "ssm_g.weight", D, inner, 0)
+	ll.vec(&kl.oNorm, "ssm_norm.weight", k.HeadDim, false)
+	ll.mat(&L.wo, "attn_output.weight", inner, D, 0)
 }
 
 // expertShapes describes one expert's matrices from the source's layout.
 func (L *layer) expertShapes(h *Hparams, layout ExpertLayout, p string) error {
-	D, F := h.Embd, h.ExpertFF
+	D, F := h.expertIn(), h.ExpertFF
 	L.layout = layout
 	var err error
 	if layout.Gate != gguf.TypeCount {

@@ -50,6 +50,7 @@ type Model struct {
 
 	tokEmbd matrix
 	outNorm []float32
+	outRes  []float32 // kimi-k3: scores the final residual mix; nil without it
 	output  matrix
 	layers  []layer
 	experts ExpertSource
@@ -166,6 +167,11 @@ func (m *Model) loadResident(l *loader, tier string) error {
 	}
 	if m.outNorm, err = l.vector("output_norm.weight", D); err != nil {
 		return err
+	}
+	if h.ResBlockSize > 0 {
+		if m.outRes, err = l.vector("output_res_score.weight", D); err != nil {
+			return err
+		}
 	}
 	out, err := l.optionalMatrix("output.weight", D, V)
 	switch {

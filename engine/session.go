@@ -22,6 +22,10 @@ type Session struct {
 	ctxLen int
 	k, v   [][]float32 // per layer: positions × kv dim
 	n      int         // positions evaluated
+	// The recurrent state of linear-attention layers, per layer (nil for
+	// full-attention layers): the convolution's last inputs and each
+	// head's state matrix. It replaces the KV cache in those layers.
+	conv, ssm [][]float32
 
 	// Trace, if set, is called once per position with that position's
 	// routing decisions, ordered by layer and rank, after the forward
@@ -67,7 +71,8 @@ func (m *Model) NewSession(ctxLen int) (*Session, error) {
 	if ctxLen > m.Hparams.Context {
 		return nil, fmt.Errorf("engine: a context of %d positions is longer than the model's %d", ctxLen, m.Hparams.Context)
 	}
-	s := &Session{m: m, ctxLen: ctxLen, k: make([][]float32, m.Hparams.Layers), v: make([][]float32, m.Hparams.Layers)}
+	L := m.Hparams.Layers
+	s := &Session{m: m, ctxLen: ctxLen, k: make([][]float32, L), v: make([][]float32, L), conv: make([][]float32, L), ssm: make([][]float32, L)}
 	s.scratch.use = s.runExpert
 	return s, nil
 }
@@ -131,15 +136,8 @@ func (s *Session) forward(ctx context.Context, tokens []int, last, all bool) ([]
 		}
 	}
 	buf := make([]float32, T*D)
-	for il := range m.layers {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		s.attention(il, x, buf, T)
-		if err := s.ffn(ctx, il, x, buf, T); err != nil {
-			return nil, err
-		}
-
+	if err := s.layers(ctx, x, buf, T); err != nil {
+		return nil, err
 	}
 	if s.Trace != nil {
 		if err := s.flushTrace(T); err != nil {
@@ -210,6 +208,24 @@ type moeScratch struct {
 	use   func(expert int, w Expert) error
 }
 
+// layers runs every layer over the T rows of x, leaving in x what the
+// output norm reads.
+func (s *Session) layers(ctx context.Context, x, buf []float32, T int) error {
+	if s.m.Hparams.ResBlockSize > 0 {
+		return s.residualLayers(ctx, x, buf, T)
+	}
+	for il := range s.m.layers {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s.attention(il, x, buf, T)
+		if err := s.ffn(ctx, il, x, buf, T); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ffn adds one layer's feed-forward block to x: a dense FFN, or the
 // routed experts plus any shared experts.
 func (s *Session) ffn(ctx context.Context, il int, x, hbuf []float32, T int) error {
@@ -219,19 +235,47 @@ func (s *Session) ffn(ctx context.Context, il int, x, hbuf []float32, T int) err
 	for t := range T {
 		rmsNorm(hbuf[t*D:(t+1)*D], x[t*D:(t+1)*D], L.ffnNorm, h.RMSEps)
 	}
+	out, err := s.ffnOut(ctx, il, hbuf, T)
+	if err != nil {
+		return err
+	}
+	for i := range x[:T*D] {
+		x[i] = out[i] + x[i]
+	}
+	return nil
+}
+
+// ffnOut is one layer's feed-forward block over the normalised input hbuf
+// (T rows of D): a dense FFN, or the routed experts plus any shared
+// experts.
+func (s *Session) ffnOut(ctx context.Context, il int, hbuf []float32, T int) ([]float32, error) {
+	m, h := s.m, s.m.Hparams
+	L := &m.layers[il]
+	D := h.Embd
 	s.as.reset(hbuf, D, T)
 	if L.dense != nil {
-		out := s.denseFFN(L.dense, T)
-		for i := range x[:T*D] {
-			x[i] = out[i] + x[i]
-		}
-		return nil
+		return s.denseFFN(L.dense, T), nil
 	}
 	var shared []float32
 	if L.shared != nil {
 		shared = s.denseFFN(L.shared, T)
 	}
-	return s.moe(ctx, il, x, hbuf, shared, T)
+	if L.sharedGate.rows > 0 {
+		// qwen35moe scales the shared expert by sigmoid(gate·h) per token.
+		g := make([]float32, T)
+		m.work.mulMat(&L.sharedGate, s.as.get(L.sharedGate.vt), g)
+		for t, v := range g {
+			sg := 1 / (1 + expf(-v))
+			for i := range shared[t*D : (t+1)*D] {
+				shared[t*D+i] *= sg
+			}
+		}
+	}
+	if L.latent != nil {
+		return s.latentMoE(ctx, il, hbuf, shared, T)
+	}
+	out := make([]float32, T*D)
+	return out, s.moe(ctx, il, hbuf, hbuf, shared, out, T)
 }
 
 // denseFFN computes down(silu(gate·h)·up·h) for the T rows in s.as, as
@@ -244,7 +288,11 @@ func (s *Session) denseFFN(f *ffnWeights, T int) []float32 {
 	m.work.mulMat(&f.up, s.as.get(f.up.vt), up)
 	m.work.mulMat(&f.gate, s.as.get(f.gate.vt), gate)
 	for t := range T {
-		swiglu(gate[t*F:(t+1)*F], gate[t*F:(t+1)*F], up[t*F:(t+1)*F])
+		if h := m.Hparams; h.situ != nil {
+			h.situ.apply(gate[t*F:(t+1)*F], gate[t*F:(t+1)*F], up[t*F:(t+1)*F])
+		} else {
+			swiglu(gate[t*F:(t+1)*F], gate[t*F:(t+1)*F], up[t*F:(t+1)*F])
+		}
 	}
 	var sub actSet
 	sub.reset(gate, F, T)
@@ -253,21 +301,23 @@ func (s *Session) denseFFN(f *ffnWeights, T int) []float32 {
 	return out
 }
 
-// moe adds one layer's routed-expert block (and the shared experts'
-// output, when not nil) to x; hbuf holds the normalised input.
-func (s *Session) moe(ctx context.Context, il int, x, hbuf, shared []float32, T int) error {
+// moe writes one layer's routed-expert block (plus the shared experts'
+// output, when not nil) to out: the router reads s.as (the normalised
+// input), the experts read in (T rows of the expert input width: the
+// same input, or kimi-k3's latent projection of it).
+func (s *Session) moe(ctx context.Context, il int, hbuf, in, shared, out []float32, T int) error {
 	h := s.m.Hparams
 	sc := &s.scratch
 	s.route(il, T)
-	sc.layer, sc.hbuf = &s.m.layers[il], hbuf
-	sc.contrib = grow(sc.contrib, T*h.ExpertsUsed*h.Embd)
+	sc.layer, sc.hbuf = &s.m.layers[il], in
+	sc.contrib = grow(sc.contrib, T*h.ExpertsUsed*h.expertIn())
 	if err := s.m.experts.Fetch(ctx, il, sc.experts, sc.use); err != nil {
 		return err
 	}
 	if s.Trace != nil {
 		s.recordRoutes(il, T)
 	}
-	s.addExperts(x, shared, T)
+	s.addExperts(out, shared, T)
 	return nil
 }
 
@@ -311,7 +361,7 @@ func (s *Session) route(il int, T int) {
 // contrib.
 func (s *Session) runExpert(e int, w Expert) error {
 	sc := &s.scratch
-	D, K := s.m.Hparams.Embd, s.m.Hparams.ExpertsUsed
+	D, K := s.m.Hparams.expertIn(), s.m.Hparams.ExpertsUsed
 	sc.from[e] = w.From
 	uses := sc.uses[e]
 	n := len(uses)
@@ -338,7 +388,7 @@ func (s *Session) runExpert(e int, w Expert) error {
 // or down(silu(up)) for an expert without a gate.
 func (s *Session) expertFFN(w Expert, n int) error {
 	m, sc, L := s.m, &s.scratch, s.scratch.layer
-	D, F := m.Hparams.Embd, m.Hparams.ExpertFF
+	D, F := m.Hparams.expertIn(), m.Hparams.ExpertFF
 	var err error
 	sc.sub.reset(sc.in, D, n)
 	if sc.upM, err = L.upExp.with(w.Up); err != nil {
@@ -360,8 +410,11 @@ func (s *Session) expertFFN(w Expert, n int) error {
 			addBiasBytes(sc.gate, w.GateBias)
 		}
 		act := swiglu
-		if m.Hparams.oaiSwiGLU {
+		switch {
+		case m.Hparams.oaiSwiGLU:
 			act = swigluOAI
+		case m.Hparams.situ != nil:
+			act = m.Hparams.situ.apply
 		}
 		for i := range n {
 			act(sc.act[i*F:(i+1)*F], sc.gate[i*F:(i+1)*F], sc.up[i*F:(i+1)*F])
@@ -395,11 +448,11 @@ func (s *Session) recordRoutes(il, T int) {
 	}
 }
 
-// addExperts adds each token's weighted expert outputs to x, summed in the
-// router's order whatever order the experts arrived in, then the shared
-// experts' output when there is one.
-func (s *Session) addExperts(x, shared []float32, T int) {
-	D, K := s.m.Hparams.Embd, s.m.Hparams.ExpertsUsed
+// addExperts writes to out each token's weighted expert outputs, summed
+// in the router's order whatever order the experts arrived in, plus the
+// shared experts' output when there is one.
+func (s *Session) addExperts(out, shared []float32, T int) {
+	D, K := s.m.Hparams.expertIn(), s.m.Hparams.ExpertsUsed
 	contrib := s.scratch.contrib
 	for t := range T {
 		acc := contrib[t*K*D : t*K*D+D]
@@ -415,10 +468,7 @@ func (s *Session) addExperts(x, shared []float32, T int) {
 				acc[d] += sh[d]
 			}
 		}
-		xt := x[t*D : (t+1)*D]
-		for d := range xt {
-			xt[d] = acc[d] + xt[d]
-		}
+		copy(out[t*D:(t+1)*D], acc)
 	}
 }
 

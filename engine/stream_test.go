@@ -22,6 +22,7 @@ func testModel(t testing.TB, arch string, typ gguf.Type, mutate func(*synth.Conf
 	c := synth.Defaults(arch)
 	c.Type = typ
 	c.Layers = 3
+	c.FullAttnInterval = min(c.FullAttnInterval, c.Layers) // hybrids keep one full-attention layer
 	c.Experts = 16
 	c.ExpertsUsed = 4
 	c.Seed = 7
@@ -167,6 +168,9 @@ func TestArchsStreamed(t *testing.T) {
 		}},
 		layout{"deepseek2-groups", "deepseek2", func(c *synth.Config) { c.ExpertGroups, c.GroupsUsed = 4, 2 }},
 		layout{"glm4moe-qknorm", "glm4moe", func(c *synth.Config) { c.QKNorm = true }},
+		layout{"kimi-k3-linear", "kimi-k3", func(c *synth.Config) {
+			c.GateLowerBound, c.AttnResBlock, c.ExpertLatent, c.RoutedNorm, c.MLAGate, c.QLoraRank = 0, 0, 0, false, false, 48
+		}},
 	)
 	for _, l := range layouts {
 		t.Run(l.name, func(t *testing.T) {
@@ -294,7 +298,7 @@ func TestResidentTierByLabel(t *testing.T) {
 // a NextN block) loads in place of the pack's, and streams
 // bit-identically through a one-slot cache.
 func TestResidentTiersNewArchs(t *testing.T) {
-	for _, arch := range []string{"deepseek2", "gpt-oss", "glm4moe"} {
+	for _, arch := range []string{"deepseek2", "gpt-oss", "glm4moe", "qwen35moe", "kimi-k3"} {
 		t.Run(arch, func(t *testing.T) {
 			_, pack := testModel(t, arch, gguf.TypeF32, nil)
 			dir := filepath.Dir(pack)
@@ -313,6 +317,43 @@ func TestResidentTiersNewArchs(t *testing.T) {
 					t.Fatalf("logit %d is %g", i, v)
 				}
 			}
+		})
+	}
+}
+
+// TestRecurrentStateBatches: for the hybrid architectures, a prompt
+// evaluated in one batch, in uneven batches and one token at a time gives
+// the same logits, bit for bit: each layer's recurrent state is carried
+// across calls exactly as within a batch.
+func TestRecurrentStateBatches(t *testing.T) {
+	for _, arch := range []string{"qwen35moe", "kimi-k3"} {
+		t.Run(arch, func(t *testing.T) {
+			src, _ := testModel(t, arch, gguf.TypeQ8_0, func(c *synth.Config) { c.Layers = 4 })
+			m := open(t, src, Options{})
+			ctx := context.Background()
+			eval := func(cuts ...int) []float32 {
+				s, err := m.NewSession(len(testPrompt))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out []float32
+				lo := 0
+				for _, hi := range append(cuts, len(testPrompt)) {
+					l, err := s.Eval(ctx, testPrompt[lo:hi], true)
+					if err != nil {
+						t.Fatal(err)
+					}
+					out, lo = append(out, l...), hi
+				}
+				return out
+			}
+			want := eval()
+			sameBits(t, "uneven batches", eval(3, 4, 11), want)
+			var each []int
+			for i := 1; i < len(testPrompt); i++ {
+				each = append(each, i)
+			}
+			sameBits(t, "one token at a time", eval(each...), want)
 		})
 	}
 }

@@ -202,6 +202,40 @@ func (l *loader) vector(name string, n int) ([]float32, error) {
 	return v, nil
 }
 
+// floats loads a [cols, rows] tensor of any type as float32s, row by row.
+func (l *loader) floats(name string, cols, rows int) ([]float32, error) {
+	info, r, err := l.shape(name, int64(cols), int64(rows))
+	if err != nil {
+		return nil, err
+	}
+	data, err := l.read(name, r)
+	if err != nil {
+		return nil, err
+	}
+	v, err := quant.Dequantize(make([]float32, 0, cols*rows), info.Type, data)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %s: tensor %s: %w", l.tab.where(), name, err)
+	}
+	return v, nil
+}
+
+// floats3 is floats for a [a, b, c] tensor.
+func (l *loader) floats3(name string, a, b, c int) ([]float32, error) {
+	info, r, err := l.shape(name, int64(a), int64(b), int64(c))
+	if err != nil {
+		return nil, err
+	}
+	data, err := l.read(name, r)
+	if err != nil {
+		return nil, err
+	}
+	v, err := quant.Dequantize(make([]float32, 0, a*b*c), info.Type, data)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %s: tensor %s: %w", l.tab.where(), name, err)
+	}
+	return v, nil
+}
+
 // optionalVector is vector, or nil when the tensor is absent.
 func (l *loader) optionalVector(name string, n int) ([]float32, error) {
 	if _, _, ok := l.tab.find(name); !ok {

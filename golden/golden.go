@@ -96,6 +96,13 @@ var Variants = map[string]variant{
 	}},
 	// GLM-4.5's per-head q and k norms (Air has none).
 	"qknorm": {"--qk-norm", func(c *synth.Config) { c.QKNorm = true }},
+	// Kimi-Linear's layout in the kimi-k3 graph: the softplus decay (no
+	// gate lower bound), no residual attention, experts at full width, no
+	// routed norm or output gate, and a query LoRA.
+	"kimi-linear": {"--gate-lower-bound 0 --attn-res-block 0 --expert-latent 0 --routed-norm=false --mla-gate=false --q-lora-rank 48",
+		func(c *synth.Config) {
+			c.GateLowerBound, c.AttnResBlock, c.ExpertLatent, c.RoutedNorm, c.MLAGate, c.QLoraRank = 0, 0, 0, false, false, 48
+		}},
 }
 
 // Config is the synth configuration of the spec.
@@ -274,6 +281,18 @@ var Fixtures = []Spec{
 	// inference skips; Air's layout and GLM-4.5's q/k norms.
 	{Arch: "glm4moe", Type: "f32", Seed: 1},
 	{Arch: "glm4moe", Type: "q8_0", Seed: 3, Variant: "qknorm"},
+	// qwen35moe (Qwen3.5-MoE) and kimi-k3 (Kimi-K3): linear-attention
+	// layers with recurrent state between full-attention ones. The 600-id
+	// prompts are longer than one prefill batch (512), so the engine
+	// carries the state from one batch to the next while llama.cpp takes
+	// the prompt in one.
+	{Arch: "qwen35moe", Type: "f32", Seed: 1},
+	{Arch: "qwen35moe", Type: "q8_0", Seed: 2},
+	{Arch: "qwen35moe", Type: "f32", Seed: 3, PromptTokens: 600},
+	{Arch: "kimi-k3", Type: "f32", Seed: 1},
+	{Arch: "kimi-k3", Type: "q8_0", Seed: 2},
+	{Arch: "kimi-k3", Type: "f32", Seed: 3, PromptTokens: 600},
+	{Arch: "kimi-k3", Type: "f32", Seed: 4, Variant: "kimi-linear"},
 	// More of the mixes real MoE downloads ship: an i-quant mix (IQ4_XS
 	// with K-quant exceptions), every K-quant type at once (Q3_K_M puts
 	// Q3_K, Q4_K, Q5_K and Q6_K in one model), and MXFP4 experts (as
@@ -449,6 +468,12 @@ func (s Spec) Tolerance() Tolerance {
 			"levels (Q8_0/Q8_K) before every product exactly as ggml does, so the median position agrees to ~1e-6; but llama.cpp's " +
 			"own kernels (tinyBLAS, repacked GEMV, batched vs one-token) differ in the last bits, and where a value sits on a " +
 			"rounding boundary one ulp moves it a whole quantization step, so isolated positions may jump by up to ~0.1"}
+	}
+	if s.Arch == "kimi-k3" {
+		return Tolerance{LogprobAbs: 3e-4, Note: "F32 weights and F32 KV cache, Kimi-K3: every layer's output agrees to ~5e-7 " +
+			"relative (checked against llama.cpp's intermediate tensors), but eight layers of per-channel decays bounded by a " +
+			"sigmoid, situ's tanh (glibc's tanhf and Go's tanh differ in the last bit) and the residual attention's softmax " +
+			"compound it to a median of ~2e-5 and isolated positions up to ~1.3e-4"}
 	}
 	return Tolerance{LogprobAbs: 1e-4, Note: "F32 weights and F32 KV cache: a faithful f32 forward pass agrees to ~1e-5"}
 }

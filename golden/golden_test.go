@@ -138,23 +138,46 @@ func TestLlamaCppLoadsSynth(t *testing.T) {
 		et    gguf.Type
 		fused bool
 		split bool
+		// name and mutate, when set, change the architecture's defaults.
+		name   string
+		mutate func(*synth.Config)
 	}
 	var vs []variant
 	for _, arch := range []string{"qwen3moe", "llama", "olmoe"} {
 		for _, typ := range []gguf.Type{gguf.TypeF32, gguf.TypeF16, gguf.TypeQ8_0} {
 			for _, split := range []bool{false, true} {
-				vs = append(vs, variant{arch, typ, synth.SameType, false, split})
+				vs = append(vs, variant{arch: arch, typ: typ, et: synth.SameType, split: split})
 			}
 		}
 	}
 	vs = append(vs,
-		variant{"qwen3moe", gguf.TypeBF16, synth.SameType, false, false},
-		variant{"deepseek2", gguf.TypeQ8_0, synth.SameType, false, true},
-		variant{"deepseek2", gguf.TypeF16, synth.SameType, true, false},
-		variant{"gpt-oss", gguf.TypeF32, gguf.TypeMXFP4, false, false},
-		variant{"gpt-oss", gguf.TypeQ8_0, gguf.TypeMXFP4, false, true},
-		variant{"glm4moe", gguf.TypeF16, synth.SameType, false, false},
-		variant{"glm4moe", gguf.TypeQ8_0, synth.SameType, false, true},
+		variant{arch: "qwen3moe", typ: gguf.TypeBF16, et: synth.SameType, fused: false, split: false},
+		variant{arch: "deepseek2", typ: gguf.TypeQ8_0, et: synth.SameType, fused: false, split: true},
+		variant{arch: "deepseek2", typ: gguf.TypeF16, et: synth.SameType, fused: true, split: false},
+		variant{arch: "gpt-oss", typ: gguf.TypeF32, et: gguf.TypeMXFP4, fused: false, split: false},
+		variant{arch: "gpt-oss", typ: gguf.TypeQ8_0, et: gguf.TypeMXFP4, fused: false, split: true},
+		variant{arch: "glm4moe", typ: gguf.TypeF16, et: synth.SameType, fused: false, split: false},
+		variant{arch: "glm4moe", typ: gguf.TypeQ8_0, et: synth.SameType, fused: false, split: true},
+	)
+	// The hybrid linear-attention architectures: qwen35moe's delta net and
+	// MTP block; kimi-k3's KDA, MLA, residual attention and latent MoE,
+	// and its optional parts left out or swapped.
+	for _, arch := range []string{"qwen35moe", "kimi-k3"} {
+		for _, typ := range []gguf.Type{gguf.TypeF32, gguf.TypeQ8_0} {
+			for _, split := range []bool{false, true} {
+				vs = append(vs, variant{arch: arch, typ: typ, et: synth.SameType, split: split})
+			}
+		}
+	}
+	vs = append(vs,
+		variant{arch: "qwen35moe", typ: gguf.TypeF16, et: synth.SameType, name: "no-mtp-interval-2",
+			mutate: func(c *synth.Config) { c.NextN, c.FullAttnInterval, c.SSMHeads = 0, 2, 2 }},
+		variant{arch: "kimi-k3", typ: gguf.TypeF32, et: synth.SameType, name: "kimi-linear-gate-no-options",
+			mutate: func(c *synth.Config) {
+				c.GateLowerBound, c.MLAGate, c.RoutedNorm, c.ExpertLatent, c.AttnResBlock, c.SharedExperts = 0, false, false, 0, 0, 0
+			}},
+		variant{arch: "kimi-k3", typ: gguf.TypeQ8_0, et: synth.SameType, split: true, name: "q-lora-latent-no-norm",
+			mutate: func(c *synth.Config) { c.QLoraRank, c.RoutedNorm, c.AttnResBlock = 32, false, 1 }},
 	)
 	for _, v := range vs {
 		et := "same"
@@ -162,9 +185,15 @@ func TestLlamaCppLoadsSynth(t *testing.T) {
 			et = v.et.String()
 		}
 		name := fmt.Sprintf("%s-%s-experts-%s-fused-%v-split-%v", v.arch, v.typ, et, v.fused, v.split)
+		if v.name != "" {
+			name += "-" + v.name
+		}
 		t.Run(name, func(t *testing.T) {
 			c := synth.Defaults(v.arch)
 			c.Type, c.ExpertType, c.FusedGateUp = v.typ, v.et, v.fused
+			if v.mutate != nil {
+				v.mutate(&c)
+			}
 			kvs, tensors, err := c.Model()
 			if err != nil {
 				t.Fatal(err)
@@ -194,6 +223,14 @@ func TestLlamaCppLoadsSynth(t *testing.T) {
 			if err != nil || len(gen.Greedy) != 2 {
 				t.Fatalf("generate: %v", err)
 			}
+			// A NaN logit comes back as a JSON null, read as 0: a log p
+			// must be negative and finite.
+			for i, lp := range gen.Logprobs {
+				if !(lp < 0) || math.IsInf(lp, 0) {
+					t.Errorf("step %d: log p %g is not a finite log-probability", i, lp)
+				}
+			}
+			t.Logf("greedy %v log p %v", gen.Greedy, gen.Logprobs)
 		})
 	}
 }

@@ -26,7 +26,7 @@ import (
 )
 
 // Architectures synth can write.
-var Archs = []string{"qwen3moe", "llama", "olmoe", "deepseek2", "gpt-oss", "glm4moe"}
+var Archs = []string{"qwen3moe", "llama", "olmoe", "deepseek2", "gpt-oss", "glm4moe", "qwen35moe", "kimi-k3"}
 
 // SameType as Config.ExpertType means "the same as Config.Type".
 const SameType = gguf.TypeCount
@@ -73,14 +73,63 @@ type Config struct {
 	// YaRN is the YaRN RoPE scaling factor (0: none), over a training
 	// context of Context/YaRN (deepseek2, gpt-oss).
 	YaRN float32
-	// NextN is glm4moe's trailing multi-token-prediction blocks, written
-	// after the Layers blocks; inference skips them.
+	// NextN is glm4moe's and qwen35moe's trailing multi-token-prediction
+	// blocks, written after the Layers blocks; inference skips them.
 	NextN int
 	// QKNorm gives glm4moe per-head q and k norms (GLM-4.5; Air has none).
 	QKNorm bool
 
 	// gpt-oss.
 	SlidingWindow int
+
+	// Hybrid linear-attention layouts (qwen35moe, kimi-k3).
+	//
+	// FullAttnInterval makes layer i full attention when (i+1) is a
+	// multiple of it and linear attention (recurrent) otherwise, as
+	// Qwen3.5's full_attention_interval and Kimi's full_attn_layers do.
+	FullAttnInterval int
+	// SSMConv is the width of the linear layers' short convolution.
+	SSMConv int
+	// qwen35moe's gated delta net: SSMState is the head dim of its keys
+	// and values, SSMGroups its key heads and SSMHeads its value heads
+	// (a multiple of SSMGroups).
+	SSMState  int
+	SSMGroups int
+	SSMHeads  int
+	// RopeSections is qwen35moe's rope.dimension_sections: how many of
+	// the RopeDim/2 rotary pairs each position component (time, height,
+	// width, extra) takes; they sum to RopeDim/2.
+	RopeSections [4]int
+	// KDAHeadDim is kimi-k3's KDA head dim (its KDA layers have Heads
+	// heads of it).
+	KDAHeadDim int
+	// GateLowerBound is kimi-k3's kda.gate_lower_bound. Negative: K3's
+	// decay, lower_bound·sigmoid(…); 0 writes no key, which gives
+	// Kimi-Linear's −exp(A_log)·softplus(…) decay. The forget gate's
+	// tensors (ssm_f_a, ssm_f_b) are the same either way.
+	GateLowerBound float32
+	// AttnResBlock is kimi-k3's attn_res.block_size: cross-layer
+	// residual attention banks the residual stream every AttnResBlock
+	// layers and writes the res-score vectors; 0 for none.
+	AttnResBlock int
+	// ExpertLatent is kimi-k3's expert_latent_length: the routed experts
+	// run at this width between ffn_routed_down and ffn_routed_up; 0
+	// runs them at the embedding width.
+	ExpertLatent int
+	// RoutedNorm writes kimi-k3's optional ffn_routed_norm (needs
+	// ExpertLatent).
+	RoutedNorm bool
+	// MLAGate writes kimi-k3's optional sigmoid output gate (attn_gate)
+	// on its MLA layers.
+	MLAGate bool
+	// ExpertFFOdd, when set, is the routed expert width of kimi-k3's
+	// odd-numbered layers (ExpertFF is the even ones'), and
+	// expert_feed_forward_length is written as a per-layer array.
+	// llama.cpp v0.4.0's kimi-k3 loader sizes every layer's experts by
+	// the array's first entry, so it refuses a model whose MoE layers
+	// differ: this one knob writes a model llama.cpp does not load, for
+	// tests of containers of different strides.
+	ExpertFFOdd int
 
 	// Tokenizer is the vocabulary kind: "" or TokenizerGPT2 for GPT-2
 	// byte-level BPE, TokenizerSPM for SentencePiece.
@@ -137,8 +186,61 @@ func Defaults(arch string) Config {
 		c.DenseFF = 256
 		c.SharedExperts = 1
 		c.NextN = 1
+	case "qwen35moe":
+		// Qwen3.5's layout: three delta-net layers to one full-attention
+		// layer, a quarter of the head rotated in three sections, more
+		// value heads than key heads, a gated shared expert, one MTP block.
+		c.Layers = 4
+		c.HeadDim = 32
+		c.ExpertFF = 64
+		c.SharedExperts = 1
+		c.NextN = 1
+		c.FullAttnInterval = 4
+		c.RopeDim = 8
+		c.RopeSections = [4]int{2, 1, 1, 0}
+		c.SSMConv = 4
+		c.SSMState = 16
+		c.SSMGroups = 2
+		c.SSMHeads = 4
+	case "kimi-k3":
+		// Kimi's layout: three KDA layers to one MLA layer, one leading
+		// dense layer, a shared expert, routed experts at half the width.
+		c.Layers = 8
+		c.HeadsKV = 1
+		c.Experts = 16
+		c.ExpertFF = 32
+		c.DenseLayers = 1
+		c.DenseFF = 128
+		c.SharedExperts = 1
+		c.KVLoraRank = 32
+		c.RopeDim = 8
+		c.FullAttnInterval = 4
+		c.SSMConv = 4
+		c.KDAHeadDim = 32
+		c.GateLowerBound = -5
+		c.AttnResBlock = 4
+		c.ExpertLatent = 32
+		c.RoutedNorm = true
+		c.MLAGate = true
 	}
 	return c
+}
+
+// isRecurrent reports whether layer l is a linear-attention layer of a
+// hybrid architecture. Blocks past Layers (MTP) are full attention.
+func (c *Config) isRecurrent(l int) bool {
+	if c.FullAttnInterval <= 0 || l >= c.Layers {
+		return false
+	}
+	return (l+1)%c.FullAttnInterval != 0
+}
+
+// expertFF is the routed expert width of layer l.
+func (c *Config) expertFF(l int) int {
+	if c.ExpertFFOdd > 0 && l%2 == 1 {
+		return c.ExpertFFOdd
+	}
+	return c.ExpertFF
 }
 
 func (c *Config) expertType() gguf.Type {
@@ -234,6 +336,10 @@ func (c *Config) Validate() error {
 		if c.SlidingWindow <= 0 {
 			return errors.New("synth: gpt-oss needs a positive sliding window")
 		}
+	case "qwen35moe":
+		return c.validateQwen35()
+	case "kimi-k3":
+		return c.validateKimi()
 	}
 	return nil
 }
@@ -241,26 +347,100 @@ func (c *Config) Validate() error {
 // validateLayouts refuses a layout option on an architecture whose
 // llama.cpp loader has no such tensors or keys.
 func (c *Config) validateLayouts() error {
-	moeExtras := c.Arch == "deepseek2" || c.Arch == "glm4moe"
+	in := func(archs ...string) bool { return slices.Contains(archs, c.Arch) }
+	denseOK := in("deepseek2", "glm4moe", "kimi-k3")
 	switch {
-	case (c.DenseLayers > 0 || c.SharedExperts > 0) && !moeExtras:
-		return fmt.Errorf("synth: leading dense layers and shared experts are deepseek2 and glm4moe layouts, not %s", c.Arch)
-	case c.DenseLayers >= c.Layers && moeExtras:
+	case c.DenseLayers > 0 && !denseOK:
+		return fmt.Errorf("synth: leading dense layers are deepseek2, glm4moe and kimi-k3 layouts, not %s", c.Arch)
+	case c.SharedExperts > 0 && !denseOK && c.Arch != "qwen35moe":
+		return fmt.Errorf("synth: shared experts are deepseek2, glm4moe, qwen35moe and kimi-k3 layouts, not %s", c.Arch)
+	case c.DenseLayers >= c.Layers && denseOK:
 		return fmt.Errorf("synth: %s needs at least one MoE layer (%d dense of %d)", c.Arch, c.DenseLayers, c.Layers)
 	case c.DenseLayers > 0 && c.DenseFF <= 0:
 		return errors.New("synth: dense layers need a positive dense FFN width")
-	case (c.Gating != "" || c.ExpertGroups != 0 || c.GroupsUsed != 0 || c.KVB || c.QLoraRank != 0 || c.KVLoraRank != 0) && c.Arch != "deepseek2":
-		return fmt.Errorf("synth: gating, expert groups and the MLA layouts are deepseek2's, not %s", c.Arch)
-	case c.YaRN != 0 && c.Arch != "deepseek2" && c.Arch != "gpt-oss":
+	case (c.Gating != "" || c.ExpertGroups != 0 || c.GroupsUsed != 0 || c.KVB) && c.Arch != "deepseek2":
+		return fmt.Errorf("synth: gating, expert groups and the attn_kv_b layout are deepseek2's, not %s", c.Arch)
+	case (c.QLoraRank != 0 || c.KVLoraRank != 0) && !in("deepseek2", "kimi-k3"):
+		return fmt.Errorf("synth: MLA LoRA ranks are deepseek2's and kimi-k3's, not %s", c.Arch)
+	case c.YaRN != 0 && !in("deepseek2", "gpt-oss"):
 		return fmt.Errorf("synth: YaRN scaling is written for deepseek2 and gpt-oss, not %s", c.Arch)
 	case c.YaRN < 0 || (c.YaRN > 0 && c.YaRN <= 1) || math.IsNaN(float64(c.YaRN)) || math.IsInf(float64(c.YaRN), 0):
 		return fmt.Errorf("synth: a YaRN factor must be above 1, got %g", c.YaRN)
-	case (c.NextN != 0 || c.QKNorm) && c.Arch != "glm4moe":
-		return fmt.Errorf("synth: NextN blocks and optional q/k norms are glm4moe's, not %s", c.Arch)
-	case c.RopeDim != 0 && c.Arch != "deepseek2" && c.Arch != "glm4moe":
-		return fmt.Errorf("synth: a RoPE dim apart from the head dim is deepseek2's and glm4moe's, not %s", c.Arch)
-	case c.Arch == "glm4moe" && (c.RopeDim%2 != 0 || c.RopeDim > c.HeadDim):
-		return fmt.Errorf("synth: glm4moe's rotary width %d must be even and at most the head dim %d", c.RopeDim, c.HeadDim)
+	case c.NextN != 0 && !in("glm4moe", "qwen35moe"):
+		return fmt.Errorf("synth: NextN blocks are glm4moe's and qwen35moe's, not %s", c.Arch)
+	case c.QKNorm && c.Arch != "glm4moe":
+		return fmt.Errorf("synth: optional q/k norms are glm4moe's, not %s", c.Arch)
+	case c.RopeDim != 0 && !in("deepseek2", "glm4moe", "qwen35moe", "kimi-k3"):
+		return fmt.Errorf("synth: a RoPE dim apart from the head dim is deepseek2's, glm4moe's, qwen35moe's and kimi-k3's, not %s", c.Arch)
+	case in("glm4moe", "qwen35moe") && (c.RopeDim%2 != 0 || c.RopeDim > c.HeadDim):
+		return fmt.Errorf("synth: %s's rotary width %d must be even and at most the head dim %d", c.Arch, c.RopeDim, c.HeadDim)
+	case (c.FullAttnInterval != 0 || c.SSMConv != 0) && !in("qwen35moe", "kimi-k3"):
+		return fmt.Errorf("synth: linear-attention layers are qwen35moe's and kimi-k3's, not %s", c.Arch)
+	case (c.SSMState != 0 || c.SSMGroups != 0 || c.SSMHeads != 0 || c.RopeSections != [4]int{}) && c.Arch != "qwen35moe":
+		return fmt.Errorf("synth: delta-net sizes and RoPE sections are qwen35moe's, not %s", c.Arch)
+	case (c.KDAHeadDim != 0 || c.GateLowerBound != 0 || c.AttnResBlock != 0 || c.ExpertLatent != 0 || c.RoutedNorm ||
+		c.MLAGate || c.ExpertFFOdd != 0) && c.Arch != "kimi-k3":
+		return fmt.Errorf("synth: KDA, residual attention, the latent MoE and per-layer expert widths are kimi-k3's, not %s", c.Arch)
+	}
+	return nil
+}
+
+// validateHybrid checks what qwen35moe and kimi-k3 share: a short
+// convolution and a full-attention interval that leaves layers of both
+// kinds.
+func (c *Config) validateHybrid() error {
+	switch {
+	case c.SSMConv < 2:
+		return fmt.Errorf("synth: %s's short convolution needs a kernel of at least 2, got %d", c.Arch, c.SSMConv)
+	case c.FullAttnInterval < 2 || c.FullAttnInterval > c.Layers:
+		return fmt.Errorf("synth: %s's full-attention interval must be from 2 to the layer count %d (one full-attention layer, the others linear), got %d",
+			c.Arch, c.Layers, c.FullAttnInterval)
+	}
+	return nil
+}
+
+func (c *Config) validateQwen35() error {
+	if err := c.validateHybrid(); err != nil {
+		return err
+	}
+	sum := 0
+	for _, s := range c.RopeSections {
+		if s < 0 {
+			return fmt.Errorf("synth: qwen35moe's RoPE sections must not be negative, got %v", c.RopeSections)
+		}
+		sum += s
+	}
+	switch {
+	case c.RopeDim <= 0 || 2*sum != c.RopeDim:
+		return fmt.Errorf("synth: qwen35moe's RoPE sections %v must cover the positive rotary width %d in pairs (sum %d, want %d)",
+			c.RopeSections, c.RopeDim, sum, c.RopeDim/2)
+	case c.SSMState <= 0 || c.SSMGroups <= 0 || c.SSMHeads <= 0:
+		return errors.New("synth: qwen35moe needs a positive delta-net state size, group count and head count")
+	case c.SSMHeads%c.SSMGroups != 0:
+		return fmt.Errorf("synth: qwen35moe's delta-net value heads (%d) must be a multiple of its key heads (%d)", c.SSMHeads, c.SSMGroups)
+	case c.SharedExperts <= 0:
+		return errors.New("synth: qwen35moe's loader requires a shared expert")
+	}
+	return nil
+}
+
+func (c *Config) validateKimi() error {
+	if err := c.validateHybrid(); err != nil {
+		return err
+	}
+	switch {
+	case c.HeadsKV != 1:
+		return errors.New("synth: kimi-k3's MLA layers are served with one kv head")
+	case c.KVLoraRank <= 0 || c.RopeDim <= 0:
+		return errors.New("synth: kimi-k3 needs a positive kv LoRA rank and RoPE dim (the RoPE dim sizes the un-rotated k_pe)")
+	case c.KDAHeadDim <= 0:
+		return errors.New("synth: kimi-k3 needs a positive KDA head dim")
+	case c.AttnResBlock < 0 || c.ExpertLatent < 0 || c.ExpertFFOdd < 0:
+		return errors.New("synth: kimi-k3's residual-attention block, expert latent width and odd-layer expert width must not be negative")
+	case c.RoutedNorm && c.ExpertLatent == 0:
+		return errors.New("synth: kimi-k3's routed norm needs a latent expert width")
+	case c.GateLowerBound > 0 || math.IsNaN(float64(c.GateLowerBound)) || math.IsInf(float64(c.GateLowerBound), 0):
+		return fmt.Errorf("synth: kimi-k3's KDA gate lower bound must be negative (or 0 for none), got %g", c.GateLowerBound)
 	}
 	return nil
 }
@@ -311,6 +491,14 @@ func (c *Config) checkLimits() error {
 		{"vocabulary", int64(c.Vocab), MaxVocab, "four times the largest released vocabulary"},
 		{"context length", int64(c.Context), MaxContext, u32},
 		{"sliding window", int64(c.SlidingWindow), MaxContext, u32},
+		{"2 × heads × head dim", 2 * int64(c.Heads) * int64(c.HeadDim), MaxWidth, row},
+		{"delta-net width", (2*int64(c.SSMGroups) + int64(c.SSMHeads)) * int64(c.SSMState), MaxWidth, row},
+		{"heads × KDA head dim", int64(c.Heads) * int64(c.KDAHeadDim), MaxWidth, row},
+		{"short convolution", int64(c.SSMConv), MaxWidth, row},
+		{"expert latent width", int64(c.ExpertLatent), MaxWidth, row},
+		{"odd-layer expert FFN width", int64(c.ExpertFFOdd), MaxWidth, row},
+		{"full-attention interval", int64(c.FullAttnInterval), MaxLayers, llamaLayers},
+		{"residual-attention block", int64(c.AttnResBlock), MaxLayers, llamaLayers},
 	}
 	for _, l := range limits {
 		if l.v > l.limit {
@@ -322,7 +510,10 @@ func (c *Config) checkLimits() error {
 		v    int
 	}{{"dense layers", c.DenseLayers}, {"dense FFN width", c.DenseFF}, {"shared experts", c.SharedExperts},
 		{"q LoRA rank", c.QLoraRank}, {"kv LoRA rank", c.KVLoraRank}, {"RoPE dim", c.RopeDim},
-		{"sliding window", c.SlidingWindow}, {"NextN blocks", c.NextN}}
+		{"sliding window", c.SlidingWindow}, {"NextN blocks", c.NextN}, {"full-attention interval", c.FullAttnInterval},
+		{"short convolution", c.SSMConv}, {"delta-net state size", c.SSMState}, {"delta-net groups", c.SSMGroups},
+		{"delta-net heads", c.SSMHeads}, {"KDA head dim", c.KDAHeadDim}, {"residual-attention block", c.AttnResBlock},
+		{"expert latent width", c.ExpertLatent}, {"odd-layer expert FFN width", c.ExpertFFOdd}}
 	for _, o := range optional {
 		if o.v < 0 {
 			return fmt.Errorf("synth: %s must not be negative, got %d", o.name, o.v)
@@ -400,8 +591,11 @@ func (c *Config) metadata(v *vocabulary, quantized bool) []gguf.KV {
 		u32("context_length", c.Context),
 		u32("embedding_length", c.Embd),
 		u32("block_count", c.Layers+c.NextN),
-		u32("attention.head_count", c.Heads),
-		u32("attention.head_count_kv", c.HeadsKV),
+		u32("attention.head_count", c.Heads))
+	if a != "kimi-k3" { // kimi-k3 writes one count per layer
+		kvs = append(kvs, u32("attention.head_count_kv", c.HeadsKV))
+	}
+	kvs = append(kvs,
 		f32("attention.layer_norm_rms_epsilon", 1e-6),
 		u32("expert_count", c.Experts),
 		u32("expert_used_count", c.ExpertsUsed),
@@ -447,6 +641,10 @@ func (c *Config) metadata(v *vocabulary, quantized bool) []gguf.KV {
 			u32("rope.dimension_count", c.ropeDims()),
 			u32("nextn_predict_layers", c.NextN),
 			f32("rope.freq_base", 1e6))
+	case "qwen35moe":
+		kvs = append(kvs, c.qwen35Metadata()...)
+	case "kimi-k3":
+		kvs = append(kvs, c.kimiMetadata()...)
 	}
 	if c.YaRN != 0 {
 		kvs = append(kvs,
@@ -460,7 +658,8 @@ func (c *Config) metadata(v *vocabulary, quantized bool) []gguf.KV {
 	}
 	pre := c.Pre
 	if pre == "" {
-		pre = map[string]string{"qwen3moe": "qwen2", "llama": "gpt-2", "olmoe": "olmo", "deepseek2": "deepseek-v3", "gpt-oss": "gpt-4o", "glm4moe": "glm4"}[a]
+		pre = map[string]string{"qwen3moe": "qwen2", "llama": "gpt-2", "olmoe": "olmo", "deepseek2": "deepseek-v3", "gpt-oss": "gpt-4o", "glm4moe": "glm4",
+			"qwen35moe": "qwen35", "kimi-k3": "kimi-k2"}[a]
 	}
 	kvs = append(kvs, v.metadata(pre)...)
 	kvs = append(kvs, gguf.KV{Key: "tokenizer.chat_template", Value: gguf.String(chatMLTemplate)})
@@ -507,6 +706,88 @@ func (c *Config) deepseek2Metadata() []gguf.KV {
 		u32("attention.value_length_mla", c.HeadDim))
 }
 
+// qwen35moe's own keys. Arrays are INT32, as the converter writes them
+// (llama.cpp takes INT32 or UINT32 elements).
+func (c *Config) qwen35Metadata() []gguf.KV {
+	a := c.Arch
+	u32 := func(k string, x int) gguf.KV { return gguf.KV{Key: a + "." + k, Value: gguf.Uint32(uint32(x))} }
+	sections := make([]int32, len(c.RopeSections))
+	for i, s := range c.RopeSections {
+		sections[i] = int32(s)
+	}
+	return []gguf.KV{
+		u32("expert_feed_forward_length", c.ExpertFF),
+		u32("expert_shared_feed_forward_length", c.ExpertFF*c.SharedExperts),
+		u32("attention.key_length", c.HeadDim),
+		u32("attention.value_length", c.HeadDim),
+		u32("rope.dimension_count", c.RopeDim),
+		{Key: a + ".rope.dimension_sections", Value: gguf.Array(sections)},
+		{Key: a + ".rope.freq_base", Value: gguf.Float32(1e7)},
+		u32("ssm.conv_kernel", c.SSMConv),
+		u32("ssm.state_size", c.SSMState),
+		u32("ssm.group_count", c.SSMGroups),
+		u32("ssm.time_step_rank", c.SSMHeads),
+		u32("ssm.inner_size", c.SSMState*c.SSMHeads),
+		u32("full_attention_interval", c.FullAttnInterval),
+		u32("nextn_predict_layers", c.NextN),
+	}
+}
+
+// kimiMetadata is kimi-k3's own keys: attention.head_count_kv is one
+// INT32 per layer, 0 marking a KDA (recurrent) layer, as the converter
+// writes it.
+func (c *Config) kimiMetadata() []gguf.KV {
+	a := c.Arch
+	u32 := func(k string, x int) gguf.KV { return gguf.KV{Key: a + "." + k, Value: gguf.Uint32(uint32(x))} }
+	f32 := func(k string, x float32) gguf.KV { return gguf.KV{Key: a + "." + k, Value: gguf.Float32(x)} }
+	kvHeads := make([]int32, c.Layers)
+	for l := range kvHeads {
+		if !c.isRecurrent(l) {
+			kvHeads[l] = int32(c.HeadsKV)
+		}
+	}
+	kvs := []gguf.KV{
+		{Key: a + ".attention.head_count_kv", Value: gguf.Array(kvHeads)},
+		u32("feed_forward_length", c.DenseFF),
+		u32("expert_shared_count", c.SharedExperts),
+		u32("leading_dense_block_count", c.DenseLayers),
+		f32("expert_weights_scale", 2.5),
+		{Key: a + ".expert_weights_norm", Value: gguf.Bool(true)},
+		u32("expert_gating_func", 2), // sigmoid
+		u32("attention.kv_lora_rank", c.KVLoraRank),
+		u32("attention.key_length", c.KVLoraRank+c.RopeDim),
+		u32("attention.value_length", c.KVLoraRank),
+		u32("attention.key_length_mla", c.HeadDim+c.RopeDim),
+		u32("attention.value_length_mla", c.HeadDim),
+		u32("rope.dimension_count", c.RopeDim),
+		u32("ssm.conv_kernel", c.SSMConv),
+		u32("kda.head_dim", c.KDAHeadDim),
+		u32("attn_res.block_size", c.AttnResBlock),
+		// The situ activation's constants, as llama.cpp's own tests of K3 set them.
+		f32("activation.situ_beta", 4),
+		f32("activation.situ_linear_beta", 25),
+	}
+	if c.ExpertFFOdd > 0 {
+		widths := make([]int32, c.Layers)
+		for l := range widths {
+			widths[l] = int32(c.expertFF(l))
+		}
+		kvs = append(kvs, gguf.KV{Key: a + ".expert_feed_forward_length", Value: gguf.Array(widths)})
+	} else {
+		kvs = append(kvs, u32("expert_feed_forward_length", c.ExpertFF))
+	}
+	if c.QLoraRank > 0 {
+		kvs = append(kvs, u32("attention.q_lora_rank", c.QLoraRank))
+	}
+	if c.ExpertLatent > 0 {
+		kvs = append(kvs, u32("expert_latent_length", c.ExpertLatent))
+	}
+	if c.GateLowerBound != 0 {
+		kvs = append(kvs, f32("kda.gate_lower_bound", c.GateLowerBound))
+	}
+	return kvs
+}
+
 // ropeDims is the rotary width glm4moe writes: RopeDim, or the head.
 func (c *Config) ropeDims() int {
 	if c.RopeDim > 0 {
@@ -523,6 +804,7 @@ const (
 	initNorm                   // 1 ± 0.2
 	initEmbed                  // ±1
 	initBias                   // ±0.1
+	initDecay                  // −exp(±0.5): a recurrent decay rate, −exp(A_log)
 )
 
 type tensorSpec struct {
@@ -538,21 +820,42 @@ type tensorSpec struct {
 // uses).
 func (c *Config) tensors() []tensorSpec {
 	D, V := int64(c.Embd), int64(c.Vocab)
+	tl := &tensorList{c: c}
+	mat, f32, norm := tl.mat, tl.f32, tl.norm
+
+	tl.out = append(tl.out, tensorSpec{name: "token_embd.weight", shape: []int64{D, V}, typ: c.Type, init: initEmbed})
+	switch c.Arch {
+	case "qwen35moe":
+		c.qwen35Tensors(tl)
+	case "kimi-k3":
+		c.kimiTensors(tl)
+	default:
+		c.blockTensors(tl)
+	}
+	norm("output_norm.weight", D)
+	mat("output.weight", 4, D, V)
+	if c.AttnResBlock > 0 {
+		f32("output_res_score.weight", initBias, 0, D)
+	}
+
+	// A row that does not fill whole blocks of the requested type falls
+	// back to F16, as llama-quantize falls back to a compatible type.
+	out := tl.out
+	for i := range out {
+		if out[i].shape[0]%out[i].typ.BlockSize() != 0 {
+			out[i].typ = gguf.TypeF16
+		}
+	}
+	return out
+}
+
+// blockTensors lists the blocks of the architectures with one attention
+// kind: attention, then a dense FFN or the routed (and shared) experts.
+func (c *Config) blockTensors(t *tensorList) {
+	D := int64(c.Embd)
 	H, Hkv, hd := int64(c.Heads), int64(c.HeadsKV), int64(c.HeadDim)
 	E, F := int64(c.Experts), int64(c.ExpertFF)
-	var out []tensorSpec
-	mat := func(name string, gain float32, shape ...int64) {
-		out = append(out, tensorSpec{name: name, shape: shape, typ: c.Type, init: initMatrix, gain: gain})
-	}
-	experts := func(name string, shape ...int64) {
-		out = append(out, tensorSpec{name: name, shape: shape, typ: c.expertType(), init: initMatrix, gain: 1})
-	}
-	f32 := func(name string, init initKind, gain float32, shape ...int64) {
-		out = append(out, tensorSpec{name: name, shape: shape, typ: gguf.TypeF32, init: init, gain: gain})
-	}
-	norm := func(name string, n int64) { f32(name, initNorm, 0, n) }
-
-	out = append(out, tensorSpec{name: "token_embd.weight", shape: []int64{D, V}, typ: c.Type, init: initEmbed})
+	mat, experts, f32, norm := t.mat, t.experts, t.f32, t.norm
 	for l := range c.Layers + c.NextN {
 		b := fmt.Sprintf("blk.%d.", l)
 		norm(b+"attn_norm.weight", D)
@@ -625,17 +928,150 @@ func (c *Config) tensors() []tensorSpec {
 			norm(b+"nextn.shared_head_norm.weight", D)
 		}
 	}
-	norm("output_norm.weight", D)
-	mat("output.weight", 4, D, V)
+}
 
-	// A row that does not fill whole blocks of the requested type falls
-	// back to F16, as llama-quantize falls back to a compatible type.
-	for i := range out {
-		if out[i].shape[0]%out[i].typ.BlockSize() != 0 {
-			out[i].typ = gguf.TypeF16
+// tensorList collects a model's tensor specs in file order.
+type tensorList struct {
+	c   *Config
+	out []tensorSpec
+}
+
+// mat adds a matrix of the model's weight type.
+func (t *tensorList) mat(name string, gain float32, shape ...int64) {
+	t.out = append(t.out, tensorSpec{name: name, shape: shape, typ: t.c.Type, init: initMatrix, gain: gain})
+}
+
+// experts adds a routed-expert tensor of the experts' weight type.
+func (t *tensorList) experts(name string, shape ...int64) {
+	t.out = append(t.out, tensorSpec{name: name, shape: shape, typ: t.c.expertType(), init: initMatrix, gain: 1})
+}
+
+// f32 adds a tensor kept in F32 whatever the weight type.
+func (t *tensorList) f32(name string, init initKind, gain float32, shape ...int64) {
+	t.out = append(t.out, tensorSpec{name: name, shape: shape, typ: gguf.TypeF32, init: init, gain: gain})
+}
+
+// norm adds an RMS norm's weight vector.
+func (t *tensorList) norm(name string, n int64) { t.f32(name, initNorm, 0, n) }
+
+// qwen35Tensors lists qwen35moe's blocks: gated delta-net or gated full
+// attention, then the routed and the gated shared experts; MTP blocks
+// add their NextN tensors.
+func (c *Config) qwen35Tensors(t *tensorList) {
+	D, H, Hkv, hd := int64(c.Embd), int64(c.Heads), int64(c.HeadsKV), int64(c.HeadDim)
+	E, F, Fs := int64(c.Experts), int64(c.ExpertFF), int64(c.ExpertFF*c.SharedExperts)
+	S, G, Hv := int64(c.SSMState), int64(c.SSMGroups), int64(c.SSMHeads)
+	for l := range c.Layers + c.NextN {
+		b := fmt.Sprintf("blk.%d.", l)
+		t.norm(b+"attn_norm.weight", D)
+		t.norm(b+"post_attention_norm.weight", D)
+		if c.isRecurrent(l) {
+			t.mat(b+"attn_qkv.weight", 1, D, 2*G*S+Hv*S)
+			t.mat(b+"attn_gate.weight", 1, D, Hv*S)
+			// ggml's ssm_conv takes an F32 kernel.
+			t.f32(b+"ssm_conv1d.weight", initMatrix, 1, int64(c.SSMConv), 2*G*S+Hv*S)
+			t.f32(b+"ssm_dt.bias", initBias, 0, Hv)
+			t.f32(b+"ssm_a", initDecay, 0, Hv)
+			t.mat(b+"ssm_beta.weight", 1, D, Hv)
+			t.mat(b+"ssm_alpha.weight", 1, D, Hv)
+			t.norm(b+"ssm_norm.weight", S)
+			t.mat(b+"ssm_out.weight", 1, Hv*S, D)
+		} else {
+			// The query projection gives each head's query and its gate.
+			t.mat(b+"attn_q.weight", 1, D, 2*H*hd)
+			t.mat(b+"attn_k.weight", 1, D, Hkv*hd)
+			t.mat(b+"attn_v.weight", 1, D, Hkv*hd)
+			t.mat(b+"attn_output.weight", 1, H*hd, D)
+			t.norm(b+"attn_q_norm.weight", hd)
+			t.norm(b+"attn_k_norm.weight", hd)
+		}
+		t.f32(b+"ffn_gate_inp.weight", initMatrix, 2, D, E)
+		t.experts(b+"ffn_gate_exps.weight", D, F, E)
+		t.experts(b+"ffn_up_exps.weight", D, F, E)
+		t.experts(b+"ffn_down_exps.weight", F, D, E)
+		t.f32(b+"ffn_gate_inp_shexp.weight", initMatrix, 1, D)
+		t.mat(b+"ffn_gate_shexp.weight", 1, D, Fs)
+		t.mat(b+"ffn_up_shexp.weight", 1, D, Fs)
+		t.mat(b+"ffn_down_shexp.weight", 1, Fs, D)
+		if l >= c.Layers {
+			// The MTP block's NextN tensors; it shares the token
+			// embedding and the output head with the trunk.
+			t.mat(b+"nextn.eh_proj.weight", 1, 2*D, D)
+			t.norm(b+"nextn.enorm.weight", D)
+			t.norm(b+"nextn.hnorm.weight", D)
+			t.norm(b+"nextn.shared_head_norm.weight", D)
 		}
 	}
-	return out
+}
+
+// kimiTensors lists kimi-k3's blocks: KDA or MLA attention with the
+// residual-attention scores, then a dense FFN or the latent MoE.
+func (c *Config) kimiTensors(t *tensorList) {
+	D, H, E := int64(c.Embd), int64(c.Heads), int64(c.Experts)
+	kd := int64(c.KDAHeadDim)
+	dI := H * kd
+	lat := int64(c.ExpertLatent)
+	if lat == 0 {
+		lat = D
+	}
+	for l := range c.Layers {
+		b := fmt.Sprintf("blk.%d.", l)
+		t.norm(b+"attn_norm.weight", D)
+		t.norm(b+"ffn_norm.weight", D)
+		if c.AttnResBlock > 0 {
+			t.f32(b+"attn_res_score.weight", initBias, 0, D)
+			t.f32(b+"ffn_res_score.weight", initBias, 0, D)
+		}
+		if c.isRecurrent(l) {
+			for _, x := range []string{"q", "k", "v"} {
+				// The 3-D form quantized files have; F32 for ggml's ssm_conv.
+				t.f32(b+"ssm_conv1d_"+x+".weight", initMatrix, 1, int64(c.SSMConv), 1, dI)
+			}
+			t.mat(b+"attn_q.weight", 1, D, dI)
+			t.mat(b+"attn_k.weight", 1, D, dI)
+			t.mat(b+"attn_v.weight", 1, D, dI)
+			t.mat(b+"ssm_f_a.weight", 1, D, kd)
+			t.mat(b+"ssm_f_b.weight", 1, kd, dI)
+			t.mat(b+"ssm_beta.weight", 1, D, H)
+			t.f32(b+"ssm_a", initDecay, 0, H)
+			t.f32(b+"ssm_dt.bias", initBias, 0, dI)
+			t.mat(b+"ssm_g.weight", 1, D, dI)
+			t.norm(b+"ssm_norm.weight", kd)
+			t.mat(b+"attn_output.weight", 1, dI, D)
+		} else {
+			c.mlaTensors(b, t.mat, t.norm)
+			if c.MLAGate {
+				t.mat(b+"attn_gate.weight", 1, D, H*int64(c.HeadDim))
+			}
+		}
+		if l < c.DenseLayers {
+			Fd := int64(c.DenseFF)
+			t.mat(b+"ffn_gate.weight", 1, D, Fd)
+			t.mat(b+"ffn_down.weight", 1, Fd, D)
+			t.mat(b+"ffn_up.weight", 1, D, Fd)
+			continue
+		}
+		F := int64(c.expertFF(l))
+		t.f32(b+"ffn_gate_inp.weight", initMatrix, 2, D, E)
+		t.f32(b+"exp_probs_b.bias", initBias, 0, E)
+		t.experts(b+"ffn_gate_exps.weight", lat, F, E)
+		t.experts(b+"ffn_down_exps.weight", F, lat, E)
+		t.experts(b+"ffn_up_exps.weight", lat, F, E)
+		if c.ExpertLatent > 0 {
+			t.mat(b+"ffn_routed_down.weight", 1, D, lat)
+			t.mat(b+"ffn_routed_up.weight", 1, lat, D)
+			if c.RoutedNorm {
+				t.norm(b+"ffn_routed_norm.weight", lat)
+			}
+		}
+		if c.SharedExperts > 0 {
+			// llama.cpp sizes the shared experts by the first layer's width.
+			Fs := int64(c.expertFF(0) * c.SharedExperts)
+			t.mat(b+"ffn_gate_shexp.weight", 1, D, Fs)
+			t.mat(b+"ffn_down_shexp.weight", 1, Fs, D)
+			t.mat(b+"ffn_up_shexp.weight", 1, D, Fs)
+		}
+	}
 }
 
 // mlaTensors lists one deepseek2 block's attention tensors, in the
@@ -747,6 +1183,8 @@ func (r *tensorReader) genRow(idx int64, row []float32) {
 			row[i] = u
 		case initBias:
 			row[i] = 0.1 * u
+		case initDecay:
+			row[i] = -float32(math.Exp(0.5 * float64(u)))
 		}
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -138,6 +140,90 @@ func TestLayouts(t *testing.T) {
 	}
 }
 
+// TestHybridLayouts: qwen35moe and kimi-k3 write linear-attention
+// tensors on the recurrent layers and attention tensors on the others,
+// the per-layer key arrays with one entry a layer, and each optional part
+// only when asked for.
+func TestHybridLayouts(t *testing.T) {
+	open := func(c Config) *gguf.File {
+		t.Helper()
+		data := build(t, c)
+		f, err := gguf.NewReader(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.CheckStrict(); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	has := func(f *gguf.File, want bool, names ...string) {
+		t.Helper()
+		for _, n := range names {
+			if _, ok := f.Tensor(n); ok != want {
+				t.Errorf("%s: present %v, want %v", n, ok, want)
+			}
+		}
+	}
+	q := open(Defaults("qwen35moe"))
+	has(q, true, "blk.0.attn_qkv.weight", "blk.2.ssm_conv1d.weight", "blk.2.ssm_a", "blk.3.attn_q.weight", "blk.3.attn_q_norm.weight",
+		"blk.3.ffn_gate_inp_shexp.weight", "blk.4.attn_q.weight", "blk.4.nextn.eh_proj.weight", "blk.4.ffn_down_exps.weight")
+	has(q, false, "blk.3.attn_qkv.weight", "blk.0.attn_q.weight", "blk.4.ssm_conv1d.weight", "blk.3.nextn.eh_proj.weight")
+	if v, _ := q.Lookup("qwen35moe.rope.dimension_sections"); v.Len() != 4 || v.ElemType() != gguf.ValueInt32 {
+		t.Errorf("rope sections %v", v.Interface())
+	}
+	wq, _ := q.Tensor("blk.3.attn_q.weight")
+	if wq.Shape[1] != 2*4*32 {
+		t.Errorf("attn_q %v: want query and gate per head", wq.Shape)
+	}
+	a, _ := q.Tensor("blk.0.ssm_a")
+	if a.Type != gguf.TypeF32 {
+		t.Fatalf("ssm_a is %s", a.Type)
+	}
+	at := slices.IndexFunc(q.Tensors, func(ti gguf.TensorInfo) bool { return ti.Name == a.Name })
+	raw := make([]byte, a.Bytes())
+	if _, err := io.ReadFull(q.TensorData(at), raw); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(raw); i += 4 {
+		if v := math.Float32frombits(binary.LittleEndian.Uint32(raw[i:])); !(v < 0) {
+			t.Fatalf("ssm_a[%d] = %g, want a negative decay", i/4, v)
+		}
+	}
+
+	k := open(Defaults("kimi-k3"))
+	has(k, true, "output_res_score.weight", "blk.0.ffn_gate.weight", "blk.0.ssm_f_b.weight", "blk.0.attn_res_score.weight",
+		"blk.3.attn_k_b.weight", "blk.3.attn_gate.weight", "blk.3.ffn_routed_norm.weight", "blk.1.ssm_g.weight", "blk.7.attn_kv_a_mqa.weight")
+	has(k, false, "blk.0.ffn_gate_inp.weight", "blk.3.ssm_g.weight", "blk.2.attn_kv_a_mqa.weight", "blk.3.attn_q_a.weight")
+	kv, _ := k.Lookup("kimi-k3.attention.head_count_kv")
+	if got, _ := kv.Ints(); !slices.Equal(got, []int64{0, 0, 0, 1, 0, 0, 0, 1}) {
+		t.Errorf("head_count_kv %v: want 0 on the KDA layers", got)
+	}
+	gate, _ := k.Tensor("blk.1.ffn_gate_exps.weight")
+	if !slices.Equal(gate.Shape, []int64{32, 32, 16}) {
+		t.Errorf("latent experts %v", gate.Shape)
+	}
+
+	c := Defaults("kimi-k3")
+	c.GateLowerBound, c.AttnResBlock, c.ExpertLatent, c.RoutedNorm, c.MLAGate, c.QLoraRank, c.ExpertFFOdd = 0, 0, 0, false, false, 16, 64
+	k = open(c)
+	has(k, false, "output_res_score.weight", "blk.0.attn_res_score.weight", "blk.3.attn_gate.weight", "blk.1.ffn_routed_down.weight")
+	has(k, true, "blk.3.attn_q_a.weight", "blk.3.attn_q_a_norm.weight")
+	if _, ok := k.Lookup("kimi-k3.kda.gate_lower_bound"); ok {
+		t.Error("gate lower bound written for Kimi-Linear's decay")
+	}
+	ff, _ := k.Lookup("kimi-k3.expert_feed_forward_length")
+	if got, _ := ff.Ints(); !slices.Equal(got, []int64{32, 64, 32, 64, 32, 64, 32, 64}) {
+		t.Errorf("per-layer expert widths %v", got)
+	}
+	for l, want := range map[int]int64{1: 64, 2: 32} {
+		down, _ := k.Tensor(fmt.Sprintf("blk.%d.ffn_down_exps.weight", l))
+		if down.Shape[0] != want {
+			t.Errorf("layer %d experts %v, want width %d", l, down.Shape, want)
+		}
+	}
+}
+
 func TestValidate(t *testing.T) {
 	bad := map[string]func(*Config){
 		"unknown arch":          func(c *Config) { c.Arch = "gpt5" },
@@ -175,6 +261,38 @@ func TestValidate(t *testing.T) {
 	at.Layers, at.Experts, at.Embd, at.ExpertFF, at.Vocab = MaxLayers, MaxExperts, MaxWidth, MaxWidth, MaxVocab
 	if err := at.Validate(); err != nil {
 		t.Errorf("a geometry at every limit refused: %v", err)
+	}
+	hybrid := map[string]struct {
+		arch   string
+		mutate func(*Config)
+	}{
+		"qwen35moe interval 1":           {"qwen35moe", func(c *Config) { c.FullAttnInterval = 1 }},
+		"qwen35moe interval past layers": {"qwen35moe", func(c *Config) { c.FullAttnInterval = 5 }},
+		"qwen35moe conv 1":               {"qwen35moe", func(c *Config) { c.SSMConv = 1 }},
+		"qwen35moe heads not groups":     {"qwen35moe", func(c *Config) { c.SSMHeads = 3 }},
+		"qwen35moe sections":             {"qwen35moe", func(c *Config) { c.RopeSections = [4]int{1, 1, 1, 0} }},
+		"qwen35moe negative section":     {"qwen35moe", func(c *Config) { c.RopeSections = [4]int{5, -1, 0, 0} }},
+		"qwen35moe no shared expert":     {"qwen35moe", func(c *Config) { c.SharedExperts = 0 }},
+		"qwen35moe dense layers":         {"qwen35moe", func(c *Config) { c.DenseLayers, c.DenseFF = 1, 64 }},
+		"qwen35moe KDA":                  {"qwen35moe", func(c *Config) { c.KDAHeadDim = 16 }},
+		"kimi-k3 kv heads":               {"kimi-k3", func(c *Config) { c.HeadsKV = 2 }},
+		"kimi-k3 no kv rank":             {"kimi-k3", func(c *Config) { c.KVLoraRank = 0 }},
+		"kimi-k3 no KDA head dim":        {"kimi-k3", func(c *Config) { c.KDAHeadDim = 0 }},
+		"kimi-k3 positive bound":         {"kimi-k3", func(c *Config) { c.GateLowerBound = 1 }},
+		"kimi-k3 NaN bound":              {"kimi-k3", func(c *Config) { c.GateLowerBound = float32(math.NaN()) }},
+		"kimi-k3 norm without latent":    {"kimi-k3", func(c *Config) { c.ExpertLatent = 0 }},
+		"kimi-k3 NextN":                  {"kimi-k3", func(c *Config) { c.NextN = 1 }},
+		"kimi-k3 delta-net sizes":        {"kimi-k3", func(c *Config) { c.SSMState = 16 }},
+		"kimi-k3 all dense":              {"kimi-k3", func(c *Config) { c.DenseLayers = 8 }},
+		"kimi-k3 absurd KDA":             {"kimi-k3", func(c *Config) { c.KDAHeadDim = MaxWidth }},
+		"glm4moe interval":               {"glm4moe", func(c *Config) { c.FullAttnInterval = 2 }},
+	}
+	for name, h := range hybrid {
+		c := Defaults(h.arch)
+		h.mutate(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 	o := Defaults("olmoe")
 	o.HeadsKV = 2
@@ -353,6 +471,33 @@ func TestTokenizerOptionsLoadInLlamaCpp(t *testing.T) {
 		}
 		if !r.OK || r.NVocab != c.Vocab {
 			t.Errorf("%s %s%s: llama.cpp load %+v", c.Arch, c.Tokenizer, c.Pre, r)
+		}
+	}
+}
+
+// TestExpertFFOddIsRefusedByLlamaCpp: llama.cpp v0.4.0's kimi-k3 loader
+// sizes every layer's experts by the first entry of the per-layer widths,
+// as Config.ExpertFFOdd says: equal widths written per layer load, widths
+// that differ between MoE layers do not. Without the oracle it is skipped,
+// unless GGUFTOOL_REQUIRE_LLAMACPP=1 (CI).
+func TestExpertFFOddIsRefusedByLlamaCpp(t *testing.T) {
+	o, err := llamacpp.Find()
+	if err != nil {
+		if os.Getenv("GGUFTOOL_REQUIRE_LLAMACPP") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	for _, odd := range []int{32, 64} {
+		c := Defaults("kimi-k3")
+		c.ExpertFFOdd = odd
+		path := filepath.Join(t.TempDir(), "m.gguf")
+		if err := os.WriteFile(path, build(t, c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, err := o.Load(context.Background(), path)
+		if loaded := err == nil && r.OK; loaded != (odd == c.ExpertFF) {
+			t.Errorf("odd-layer width %d (even %d): llama.cpp loaded %v (%v)", odd, c.ExpertFF, loaded, err)
 		}
 	}
 }

@@ -38,6 +38,7 @@ func NewCmdSynth(f *cmdutil.Factory, runF func(context.Context, *SynthOptions) e
 	opts := &SynthOptions{IO: f.IOStreams}
 	var arch string
 	var c synth.Config
+	var sections []int
 	cmd := &cobra.Command{
 		Use:   "synth -o OUT.gguf [flags]",
 		Short: "Write a deterministic random-weight MoE model",
@@ -56,11 +57,19 @@ Architectures and their layouts:
   deepseek2  MLA attention, leading dense layers, shared experts, optional fused
              gate_up expert tensor (--fused-gate-up), sigmoid routing with bias
   gpt-oss    attention sinks and biases, per-expert biases; --expert-type mxfp4
+  glm4moe    leading dense layers, shared experts, NextN blocks, optional q/k norms
+  qwen35moe  gated delta-net linear layers and gated full attention every
+             --full-attn-interval-th layer, multi-section RoPE, a gated
+             shared expert, MTP blocks (--nextn)
+  kimi-k3    KDA linear layers and MLA layers every --full-attn-interval-th,
+             cross-layer residual attention, a latent MoE with sigmoid
+             routing, shared experts, leading dense layers, situ activation
 
 Size flags left at 0 take the architecture's tiny default (2 layers, width
 64, 4 heads, 2 kv heads, head dim 16, 8 experts, top-2, expert FFN 128,
 vocabulary 512, context 4096; deepseek2 adds 1 dense layer of FFN 256 and
-1 shared expert).
+1 shared expert; qwen35moe has 4 layers, one of them full attention, and
+an MTP block; kimi-k3 8 layers, two of them MLA, one dense).
 
 With --split-max-tensors or --split-max-size the output is a split set
 named <OUT without .gguf>-NNNNN-of-MMMMM.gguf, broken as gguf-split breaks
@@ -93,6 +102,12 @@ Examples:
 			}
 			base := synth.Defaults(arch)
 			mergeConfig(&base, c, cmd)
+			if cmd.Flags().Changed("rope-sections") {
+				if len(sections) != len(base.RopeSections) {
+					return cmdutil.FlagErrorf("synth: --rope-sections takes %d numbers, got %d", len(base.RopeSections), len(sections))
+				}
+				copy(base.RopeSections[:], sections)
+			}
 			t, err := gguf.ParseType(opts.Type)
 			if err != nil {
 				return cmdutil.FlagErrorf("synth: --type: %v", err)
@@ -143,6 +158,19 @@ Examples:
 	fl.Float32Var(&c.YaRN, "yarn", 0, "deepseek2, gpt-oss: YaRN RoPE scaling factor (0: none)")
 	fl.IntVar(&c.NextN, "nextn", 0, "glm4moe: trailing NextN (multi-token prediction) blocks")
 	fl.BoolVar(&c.QKNorm, "qk-norm", false, "glm4moe: per-head q and k norms (GLM-4.5)")
+	fl.IntVar(&c.FullAttnInterval, "full-attn-interval", 0, "qwen35moe, kimi-k3: every Nth layer is full attention, the others linear")
+	fl.IntVar(&c.SSMConv, "ssm-conv", 0, "qwen35moe, kimi-k3: short convolution kernel width")
+	fl.IntVar(&c.SSMState, "ssm-state", 0, "qwen35moe: delta-net key and value head dim")
+	fl.IntVar(&c.SSMGroups, "ssm-groups", 0, "qwen35moe: delta-net key heads")
+	fl.IntVar(&c.SSMHeads, "ssm-heads", 0, "qwen35moe: delta-net value heads (a multiple of --ssm-groups)")
+	fl.IntSliceVar(&sections, "rope-sections", nil, "qwen35moe: the 4 multi-section RoPE widths in rotary pairs, summing to --rope-dim/2")
+	fl.IntVar(&c.KDAHeadDim, "kda-head-dim", 0, "kimi-k3: KDA head dimension")
+	fl.Float32Var(&c.GateLowerBound, "gate-lower-bound", 0, "kimi-k3: KDA gate lower bound (negative; 0: Kimi-Linear's softplus decay)")
+	fl.IntVar(&c.AttnResBlock, "attn-res-block", 0, "kimi-k3: cross-layer residual attention block size (0: none)")
+	fl.IntVar(&c.ExpertLatent, "expert-latent", 0, "kimi-k3: latent width the routed experts run at (0: the embedding width)")
+	fl.BoolVar(&c.RoutedNorm, "routed-norm", false, "kimi-k3: the latent MoE's routed norm")
+	fl.BoolVar(&c.MLAGate, "mla-gate", false, "kimi-k3: the MLA layers' sigmoid output gate")
+	fl.IntVar(&c.ExpertFFOdd, "expert-ff-odd", 0, "kimi-k3: expert FFN width of odd layers, written per layer (llama.cpp does not load a model whose widths differ)")
 	fl.StringVar(&c.Pre, "pre", "", "tokenizer.ggml.pre, the BPE pre-tokenizer (default: the architecture's: qwen2, deepseek-v3, gpt-4o, glm4, …; kimi-k2 for Kimi-K2)")
 	fl.Uint64Var(&c.Seed, "seed", 1, "random seed")
 	fl.StringVar(&opts.Type, "type", "f32", "weight type of the matrices: f32, f16, bf16, q8_0, q4_k, … (rows that do not fill whole blocks fall back to f16)")
@@ -197,6 +225,24 @@ func mergeConfig(base *synth.Config, c synth.Config, cmd *cobra.Command) {
 	set("expert-groups", &base.ExpertGroups, c.ExpertGroups)
 	set("groups-used", &base.GroupsUsed, c.GroupsUsed)
 	set("nextn", &base.NextN, c.NextN)
+	set("full-attn-interval", &base.FullAttnInterval, c.FullAttnInterval)
+	set("ssm-conv", &base.SSMConv, c.SSMConv)
+	set("ssm-state", &base.SSMState, c.SSMState)
+	set("ssm-groups", &base.SSMGroups, c.SSMGroups)
+	set("ssm-heads", &base.SSMHeads, c.SSMHeads)
+	set("kda-head-dim", &base.KDAHeadDim, c.KDAHeadDim)
+	set("attn-res-block", &base.AttnResBlock, c.AttnResBlock)
+	set("expert-latent", &base.ExpertLatent, c.ExpertLatent)
+	set("expert-ff-odd", &base.ExpertFFOdd, c.ExpertFFOdd)
+	if cmd.Flags().Changed("gate-lower-bound") {
+		base.GateLowerBound = c.GateLowerBound
+	}
+	if cmd.Flags().Changed("routed-norm") {
+		base.RoutedNorm = c.RoutedNorm
+	}
+	if cmd.Flags().Changed("mla-gate") {
+		base.MLAGate = c.MLAGate
+	}
 	if cmd.Flags().Changed("gating") {
 		base.Gating = c.Gating
 	}

@@ -49,6 +49,25 @@ func TestNewCmdSynth(t *testing.T) {
 			Args: "-o big.gguf --split-max-size 500M",
 			Want: SynthOptions{Output: "big.gguf", Config: config("qwen3moe", nil), Type: "f32", Split: gguf.SplitOptions{MaxBytes: 500e6}},
 		},
+		{
+			Name: "qwen35moe's delta net and RoPE sections",
+			Args: "--arch qwen35moe --layers 6 --full-attn-interval 3 --ssm-conv 3 --ssm-state 32 --ssm-groups 1 --ssm-heads 2 --rope-dim 16 --rope-sections 4,2,2,0 --nextn 0 -o q.gguf",
+			Want: SynthOptions{Output: "q.gguf", Type: "f32", Config: config("qwen35moe", func(c *synth.Config) {
+				c.Layers, c.FullAttnInterval, c.SSMConv, c.SSMState, c.SSMGroups, c.SSMHeads, c.RopeDim, c.NextN = 6, 3, 3, 32, 1, 2, 16, 0
+				c.RopeSections = [4]int{4, 2, 2, 0}
+			})},
+		},
+		{
+			Name: "kimi-k3's options off and per-layer expert widths",
+			Args: "--arch kimi-k3 --kda-head-dim 16 --gate-lower-bound 0 --attn-res-block 0 --expert-latent 0 --routed-norm=false --mla-gate=false --expert-ff-odd 64 -o k.gguf",
+			Want: SynthOptions{Output: "k.gguf", Type: "f32", Config: config("kimi-k3", func(c *synth.Config) {
+				c.KDAHeadDim, c.GateLowerBound, c.AttnResBlock, c.ExpertLatent, c.RoutedNorm, c.MLAGate, c.ExpertFFOdd = 16, 0, 0, 0, false, false, 64
+			})},
+		},
+		{Name: "three RoPE sections", Args: "--arch qwen35moe --rope-sections 4,2,2 -o m.gguf", WantErr: "--rope-sections takes 4 numbers, got 3"},
+		{Name: "RoPE sections off the rotary width", Args: "--arch qwen35moe --rope-sections 4,4,4,0 -o m.gguf", WantErr: "must cover the positive rotary width 8"},
+		{Name: "routed norm without a latent", Args: "--arch kimi-k3 --expert-latent 0 -o m.gguf", WantErr: "routed norm needs a latent"},
+		{Name: "KDA on qwen3moe", Args: "--kda-head-dim 16 -o m.gguf", WantErr: "are kimi-k3's, not qwen3moe"},
 		{Name: "no output", Args: "--arch olmoe", WantErr: "--output is required"},
 		{Name: "an argument", Args: "m.gguf", WantErr: "expected no arguments"},
 		{Name: "unknown architecture", Args: "--arch gpt5 -o m.gguf", WantErr: "unknown architecture"},
