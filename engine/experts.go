@@ -95,11 +95,12 @@ type residentLayer struct {
 // loadResidentExperts reads every MoE layer's stacked expert tensors.
 func loadResidentExperts(l *loader, h *Hparams) (*residentExperts, error) {
 	r := &residentExperts{layers: make([]residentLayer, h.Layers), stats: SourceStats{Source: "resident"}}
-	D, F, E := h.expertIn(), h.ExpertFF, h.Experts
+	D, E := h.expertIn(), h.Experts
 	for i := range r.layers {
 		if !h.isMoE(i) {
 			continue
 		}
+		F := h.expertFF(i)
 		p := fmt.Sprintf("blk.%d.", i)
 		rl := &r.layers[i]
 		var err error

@@ -58,6 +58,10 @@ type Hparams struct {
 	Experts     int     `json:"expert_count"`
 	ExpertsUsed int     `json:"expert_used_count"`
 	ExpertFF    int     `json:"expert_feed_forward_length"`
+	// ExpertFFs is each block's expert width when they differ (kimi-k3's
+	// per-layer expert_feed_forward_length); nil when every MoE block's
+	// is ExpertFF.
+	ExpertFFs []int `json:"expert_feed_forward_lengths,omitempty"`
 	Context     int     `json:"context_length"`
 	Vocab       int     `json:"vocab_size"`
 	// DenseLeading is the number of leading blocks with a dense FFN of
@@ -134,6 +138,14 @@ type KDA struct {
 	// GateLowerBound, when finite, makes the decay lower_bound·σ(…)
 	// instead of −exp(A_log)·softplus(…).
 	GateLowerBound float32 `json:"gate_lower_bound"`
+}
+
+// expertFF is block il's expert width.
+func (h *Hparams) expertFF(il int) int {
+	if h.ExpertFFs != nil {
+		return h.ExpertFFs[il]
+	}
+	return h.ExpertFF
 }
 
 // expertIn is the width routed experts take and give back.
@@ -286,7 +298,14 @@ func (r *hparamReader) readCommon(h *Hparams) {
 		// A count or one per layer; llama.cpp v0.4.0's Kimi-K3 loader
 		// sizes every layer's experts by the first.
 		if h.sane() {
-			h.ExpertFF = r.perLayer("expert_feed_forward_length", h.Layers+h.NextN, 0)[0]
+			ffs := r.perLayer("expert_feed_forward_length", h.Layers+h.NextN, 0)
+			h.ExpertFF = ffs[0]
+			for _, f := range ffs[1:] {
+				if f != ffs[0] {
+					h.ExpertFFs = ffs
+					break
+				}
+			}
 		}
 	default:
 		h.ExpertFF = r.count("expert_feed_forward_length", 0, false)
@@ -556,7 +575,7 @@ func (h *Hparams) check(f *gguf.File) error {
 		msg = fmt.Sprintf("rope.dimension_count %d must be even and at most the head dim %d", h.RopeDims, h.HeadDim)
 	case h.Experts <= 0 || h.ExpertsUsed <= 0 || h.ExpertsUsed > h.Experts:
 		msg = fmt.Sprintf("expert_used_count %d must be in 1..expert_count %d", h.ExpertsUsed, h.Experts)
-	case h.ExpertFF <= 0:
+	case h.ExpertFF <= 0 && h.ExpertFFs == nil:
 		msg = "the expert feed-forward length must be positive"
 	case h.Context <= 0:
 		msg = "context_length must be positive"
@@ -578,6 +597,11 @@ func (h *Hparams) check(f *gguf.File) error {
 	}
 	if msg == "" && h.MLA != nil {
 		msg = h.MLA.check(h)
+	}
+	for il, f := range h.ExpertFFs {
+		if msg == "" && h.isMoE(il) && f <= 0 {
+			msg = fmt.Sprintf("expert_feed_forward_length of MoE block %d is %d", il, f)
+		}
 	}
 	if msg == "" && h.DeltaNet != nil {
 		msg = h.DeltaNet.check()
@@ -607,7 +631,7 @@ func (h *Hparams) check(f *gguf.File) error {
 	}
 	// Bound the sizes a hostile header could make us allocate before any
 	// tensor is checked against the file.
-	for _, v := range []int{h.Embd, h.Heads * h.HeadDim, h.Heads * h.valueDim, h.ExpertFF, h.Experts, h.Layers, h.DenseFF, h.SharedExperts * h.ExpertFF} {
+	for _, v := range append([]int{h.Embd, h.Heads * h.HeadDim, h.Heads * h.valueDim, h.ExpertFF, h.Experts, h.Layers, h.DenseFF, h.SharedExperts * h.ExpertFF}, h.ExpertFFs...) {
 		if v > maxDim {
 			return h.malformed(f, fmt.Sprintf("dimension %d is beyond %d", v, maxDim))
 		}

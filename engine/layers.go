@@ -174,7 +174,7 @@ func (m *Model) loadLayer(l *loader, i int) error {
 	if err := errors.Join(ll.errs...); err != nil {
 		return err
 	}
-	return L.expertShapes(h, m.experts.Layout(i), ll.p)
+	return L.expertShapes(h, i, m.experts.Layout(i), ll.p)
 }
 
 // loadAttention loads ordinary multi-head attention.
@@ -293,8 +293,8 @@ func (m *Model) loadKDA(ll *layerLoader, L *layer) {
 }
 
 // expertShapes describes one expert's matrices from the source's layout.
-func (L *layer) expertShapes(h *Hparams, layout ExpertLayout, p string) error {
-	D, F := h.expertIn(), h.ExpertFF
+func (L *layer) expertShapes(h *Hparams, il int, layout ExpertLayout, p string) error {
+	D, F := h.expertIn(), h.expertFF(il)
 	L.layout = layout
 	var err error
 	if layout.Gate != gguf.TypeCount {

@@ -79,7 +79,7 @@ func packComponents(p *container.OpenPack, h *Hparams) ([]packLayer, error) {
 }
 
 func findComponents(c *container.Reader, h *Hparams, il int) (*packLayer, error) {
-	D, F, E := int64(h.expertIn()), int64(h.ExpertFF), int64(h.Experts)
+	D, F, E := int64(h.expertIn()), int64(h.expertFF(il)), int64(h.Experts)
 	pl := &packLayer{gate: -1, up: -1, down: -1, gateUp: -1, bias: [3]int{-1, -1, -1}}
 	for ci, comp := range c.Header.Components {
 		pi := slices.IndexFunc(expertParts, func(p expertPart) bool { return strings.HasSuffix(comp.Name, p.suffix) })
@@ -363,7 +363,7 @@ func loadPackResident(p *container.OpenPack, h *Hparams, mem *arena) (*residentE
 		if !h.isMoE(il) {
 			continue
 		}
-		if err := loadPackLayer(p.Containers[il], h, &pl, &r.layers[il], mem); err != nil {
+		if err := loadPackLayer(p.Containers[il], h, il, &pl, &r.layers[il], mem); err != nil {
 			return nil, fmt.Errorf("engine: layer %d: %w", il, err)
 		}
 	}
@@ -371,8 +371,9 @@ func loadPackResident(p *container.OpenPack, h *Hparams, mem *arena) (*residentE
 }
 
 // loadPackLayer reads one layer's expert components into rl.
-func loadPackLayer(c *container.Reader, h *Hparams, pl *packLayer, rl *residentLayer, mem *arena) error {
-	D, F, E := h.expertIn(), h.ExpertFF, h.Experts
+func loadPackLayer(c *container.Reader, h *Hparams, il int, pl *packLayer, rl *residentLayer, mem *arena) error {
+	D, E := h.expertIn(), h.Experts
+	F := h.expertFF(il)
 	read := func(ci int) ([]byte, error) {
 		bpe := int(c.Header.Components[ci].BytesPerExpert)
 		data, err := mem.alloc(bpe * E)

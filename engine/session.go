@@ -388,7 +388,7 @@ func (s *Session) runExpert(e int, w Expert) error {
 // or down(silu(up)) for an expert without a gate.
 func (s *Session) expertFFN(w Expert, n int) error {
 	m, sc, L := s.m, &s.scratch, s.scratch.layer
-	D, F := m.Hparams.expertIn(), m.Hparams.ExpertFF
+	D, F := m.Hparams.expertIn(), L.upExp.rows
 	var err error
 	sc.sub.reset(sc.in, D, n)
 	if sc.upM, err = L.upExp.with(w.Up); err != nil {

@@ -168,6 +168,9 @@ func TestArchsStreamed(t *testing.T) {
 		}},
 		layout{"deepseek2-groups", "deepseek2", func(c *synth.Config) { c.ExpertGroups, c.GroupsUsed = 4, 2 }},
 		layout{"glm4moe-qknorm", "glm4moe", func(c *synth.Config) { c.QKNorm = true }},
+		// Experts of different widths per layer: containers of different
+		// strides (llama.cpp v0.4.0 sizes every layer by the first).
+		layout{"kimi-k3-per-layer-widths", "kimi-k3", func(c *synth.Config) { c.ExpertFFOdd = 2 * c.ExpertFF }},
 		layout{"kimi-k3-linear", "kimi-k3", func(c *synth.Config) {
 			c.GateLowerBound, c.AttnResBlock, c.ExpertLatent, c.RoutedNorm, c.MLAGate, c.QLoraRank = 0, 0, 0, false, false, 48
 		}},
@@ -175,7 +178,11 @@ func TestArchsStreamed(t *testing.T) {
 	for _, l := range layouts {
 		t.Run(l.name, func(t *testing.T) {
 			src, pack := testModel(t, l.arch, gguf.TypeQ8_0, l.mutate)
-			want := transcript(t, open(t, src, Options{}), 3)
+			m := open(t, src, Options{})
+			if strings.Contains(l.name, "per-layer") && m.Hparams.ExpertFFs == nil {
+				t.Fatal("the model's expert widths do not differ per layer")
+			}
+			want := transcript(t, m, 3)
 			sameBits(t, "pack, resident experts", transcript(t, open(t, pack, Options{ResidentExperts: true}), 3), want)
 			for _, slots := range []int{1, 3} {
 				for _, pol := range Policies {

@@ -96,6 +96,14 @@ var Variants = map[string]variant{
 	}},
 	// GLM-4.5's per-head q and k norms (Air has none).
 	"qknorm": {"--qk-norm", func(c *synth.Config) { c.QKNorm = true }},
+	// Kimi-K3's shape at a small width: three KDA layers to one MLA
+	// layer, 384 experts, top 8, one shared, routed at half the width,
+	// 64 heads.
+	"k3-shape": {"--layers 4 --embd 128 --heads 64 --head-dim 16 --rope-dim 8 --kda-head-dim 16 --experts 384 --experts-used 8 " +
+		"--expert-ff 32 --expert-latent 64 --dense-ff 128", func(c *synth.Config) {
+		c.Layers, c.Embd, c.Heads, c.HeadDim, c.RopeDim, c.KDAHeadDim = 4, 128, 64, 16, 8, 16
+		c.Experts, c.ExpertsUsed, c.ExpertFF, c.ExpertLatent, c.DenseFF = 384, 8, 32, 64, 128
+	}},
 	// Kimi-Linear's layout in the kimi-k3 graph: the softplus decay (no
 	// gate lower bound), no residual attention, experts at full width, no
 	// routed norm or output gate, and a query LoRA.
@@ -293,6 +301,7 @@ var Fixtures = []Spec{
 	{Arch: "kimi-k3", Type: "q8_0", Seed: 2},
 	{Arch: "kimi-k3", Type: "f32", Seed: 3, PromptTokens: 600},
 	{Arch: "kimi-k3", Type: "f32", Seed: 4, Variant: "kimi-linear"},
+	{Arch: "kimi-k3", Type: "f32", Seed: 5, Variant: "k3-shape"},
 	// More of the mixes real MoE downloads ship: an i-quant mix (IQ4_XS
 	// with K-quant exceptions), every K-quant type at once (Q3_K_M puts
 	// Q3_K, Q4_K, Q5_K and Q6_K in one model), and MXFP4 experts (as

@@ -241,13 +241,31 @@ func TestChat(t *testing.T) {
 // the engine runs equals the runtime's own greedy output for the
 // rendered prompt, plain and streamed.
 func TestChatEveryArch(t *testing.T) {
+	type model struct {
+		name, arch string
+		mutate     func(*synth.Config)
+	}
+	var models []model
 	for _, arch := range engine.Archs {
-		t.Run(arch, func(t *testing.T) {
+		models = append(models, model{arch, arch, nil})
+	}
+	// Kimi-K3's shape at a small width (golden's k3-shape): three KDA
+	// layers to one MLA layer, 384 experts, top 8, latent experts.
+	models = append(models, model{"kimi-k3-shape", "kimi-k3", func(c *synth.Config) {
+		c.Layers, c.Embd, c.Heads, c.HeadDim, c.RopeDim, c.KDAHeadDim = 4, 128, 64, 16, 8, 16
+		c.Experts, c.ExpertsUsed, c.ExpertFF, c.ExpertLatent, c.DenseFF = 384, 8, 32, 64, 128
+	}})
+	for _, md := range models {
+		arch := md.arch
+		t.Run(md.name, func(t *testing.T) {
 			m := testModelWith(t, func(c *synth.Config) {
 				def := synth.Defaults(arch)
 				def.Type, def.Experts, def.ExpertsUsed = c.Type, c.Experts, c.ExpertsUsed
 				if arch == "gpt-oss" {
 					def.ExpertType = gguf.TypeMXFP4
+				}
+				if md.mutate != nil {
+					md.mutate(&def)
 				}
 				*c = def
 			})

@@ -261,11 +261,18 @@ func TestConcurrentWrite(t *testing.T) {
 // TestContainerLevel packs a synthesized model, copies the pack, and
 // checks the twin reaches the container level; then damages a file of
 // both copies alike, which the byte comparison cannot see but pack.json
-// can.
+// can. The hybrid architectures' packs (MTP blocks' experts, latent
+// experts) are twins the same way.
 func TestContainerLevel(t *testing.T) {
+	for _, arch := range []string{"qwen3moe", "qwen35moe", "kimi-k3"} {
+		t.Run(arch, func(t *testing.T) { containerLevel(t, arch) })
+	}
+}
+
+func containerLevel(t *testing.T, arch string) {
 	h := engineHasher(t)
 	dir := t.TempDir()
-	cfg := synth.Defaults("qwen3moe")
+	cfg := synth.Defaults(arch)
 	kvs, tensors, err := cfg.Model()
 	if err != nil {
 		t.Fatal(err)
