@@ -135,8 +135,13 @@ func deltaUpdate(state, q, k, v []float32, beta float32, out []float32) {
 	}
 	for j := range n {
 		row := state[j*n : (j+1)*n]
-		for i, kv := range k {
-			row[i] = quant.FMA32(kv, delta[j], row[i])
+		i0 := 0
+		if vecMad != nil {
+			i0 = n &^ 7
+			vecMad(row[:i0], k[:i0], delta[j])
+		}
+		for i := i0; i < n; i++ {
+			row[i] = quant.FMA32(k[i], delta[j], row[i])
 		}
 	}
 	for j := range n {

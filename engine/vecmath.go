@@ -9,7 +9,8 @@ package engine
 //   - vecAttnAccum: out[d] += float32(v[j·stride+d]·p[j]) for each j in
 //     order;
 //   - vecScaleMul: out = float32(x·scale)·w (rmsNorm);
-//   - vecScale: x *= s (softmax's normalisation).
+//   - vecScale: x *= s (softmax's normalisation);
+//   - vecMad: y = fma(x, s, y) (the delta rule's state update).
 var (
 	vecSoftmaxRuns func(x []float32, m float32) float64
 	vecSiluRuns    func(y, x []float32)
@@ -17,4 +18,5 @@ var (
 	vecAttnAccum   func(out, v []float32, stride int, p []float32)
 	vecScaleMul    func(out, x, w []float32, scale float32)
 	vecScale       func(x []float32, s float32)
+	vecMad         func(y, x []float32, s float32)
 )

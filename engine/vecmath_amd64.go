@@ -34,6 +34,9 @@ func scaleMulAVX2(out, x, w *float32, n int, scale float32)
 //go:noescape
 func scaleAVX2(x *float32, n int, s float32)
 
+//go:noescape
+func madAVX2(y, x *float32, n int, s float32)
+
 // expTab holds vExpf's constants, each in eight lanes, in the order the
 // assembly's T* offsets name them; they are built from the Go constants so
 // that both sides use the same values.
@@ -112,6 +115,16 @@ func scaleVec(x []float32, s float32) {
 	scaleAVX2(unsafe.SliceData(x), n, s)
 }
 
+// madVec is vecMad on AVX2; len(y) must be a multiple of 8.
+func madVec(y, x []float32, s float32) {
+	n := len(y) &^ 7
+	if n == 0 {
+		return
+	}
+	_ = x[n-1]
+	madAVX2(unsafe.SliceData(y), unsafe.SliceData(x), n, s)
+}
+
 // init enables the kernels where the dot kernels run at the AVX2 level
 // (the CPU has AVX2, FMA and F16C and GGUFTOOL_KERNELS allows it).
 func init() {
@@ -124,4 +137,5 @@ func init() {
 	vecAttnAccum = attnAccumVec
 	vecScaleMul = scaleMulVec
 	vecScale = scaleVec
+	vecMad = madVec
 }

@@ -353,3 +353,26 @@ sc8:
 
 	VZEROUPPER
 	RET
+
+// func madAVX2(y, x *float32, n int, s float32)
+// y[i] = fma(x[i], s, y[i]) for n a multiple of 8: VFMADD231PS rounds
+// once, as the reference's FMA32 and ggml_vec_mad_f32's FMA do.
+TEXT ·madAVX2(SB), NOSPLIT, $0-28
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS s+24(FP), Y15
+	SHRQ $3, CX
+
+mad8:
+	VMOVUPS     (SI), Y0
+	VMOVUPS     (DI), Y1
+	VFMADD231PS Y15, Y0, Y1
+	VMOVUPS     Y1, (DI)
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	DECQ        CX
+	JNZ         mad8
+
+	VZEROUPPER
+	RET

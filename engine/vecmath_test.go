@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/gguftool/gguftool/gguf/quant"
 )
 
 // The vector kernels of vecmath_amd64.s against the Go loops they replace,
@@ -281,6 +283,32 @@ func TestVecScale(t *testing.T) {
 			}
 			vecScale(x[:n&^7], s)
 			vecSameBits(t, "scale", x, want)
+		}
+	}
+}
+
+// TestVecMad checks the delta rule's multiply-add kernel against FMA32,
+// lane by lane, with values and scales of every kind. A NaN may carry
+// another payload than the software FMA gives (the instruction keeps an
+// operand's); it stays a NaN.
+func TestVecMad(t *testing.T) {
+	requireVec(t)
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, n := range testLengths() {
+		for kind := -1; kind < 6; kind++ {
+			y, x := expInputs(r, n, kind), expInputs(r, n, kind)
+			s := expInput(r, r.IntN(5))
+			want := slices.Clone(y)
+			for i := range want[:n&^7] {
+				want[i] = quant.FMA32(x[i], s, want[i])
+			}
+			vecMad(y[:n&^7], x[:n&^7], s)
+			for i := range want {
+				if math.IsNaN(float64(want[i])) && math.IsNaN(float64(y[i])) {
+					y[i] = want[i]
+				}
+			}
+			vecSameBits(t, "mad", y, want)
 		}
 	}
 }
