@@ -144,6 +144,25 @@ Examples:
 	fl.IntVar(&c.ExpertFF, "expert-ff", 0, "expert FFN width")
 	fl.IntVar(&c.Vocab, "vocab", 0, "vocabulary size (at least 259)")
 	fl.IntVar(&c.Context, "context", 0, "context length")
+	layoutFlags(cmd, &c, &sections)
+	fl.Uint64Var(&c.Seed, "seed", 1, "random seed")
+	fl.StringVar(&opts.Type, "type", "f32", "weight type of the matrices: f32, f16, bf16, q8_0, q4_k, … (rows that do not fill whole blocks fall back to f16)")
+	fl.StringVar(&opts.ExpertType, "expert-type", "", "weight type of the routed experts (default: --type; also mxfp4)")
+	fl.IntVar(&opts.Split.MaxTensors, "split-max-tensors", 0, "split: at most N tensors per shard")
+	fl.Var(cmdutil.SizeValue{N: &opts.Split.MaxBytes}, "split-max-size", "split: at most this many tensor bytes per shard (e.g. 500M, 2G, 1GiB)")
+	fl.BoolVar(&opts.JSON, "json", false, "print a JSON summary on stdout")
+	cmdutil.SetJSONSchema(cmd, Schema)
+	_ = cmd.RegisterFlagCompletionFunc("arch", cobra.FixedCompletions(synth.Archs, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("type", cobra.FixedCompletions(weightTypes(false), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("expert-type", cobra.FixedCompletions(weightTypes(true), cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// layoutFlags registers the flags of the architectures' own layouts
+// (deepseek2's latent attention and routing, glm4moe's extras, the hybrid
+// architectures' linear attention) and of the tokenizer.
+func layoutFlags(cmd *cobra.Command, c *synth.Config, sections *[]int) {
+	fl := cmd.Flags()
 	fl.IntVar(&c.DenseLayers, "dense-layers", 0, "deepseek2, glm4moe: leading dense layers")
 	fl.IntVar(&c.DenseFF, "dense-ff", 0, "deepseek2, glm4moe: FFN width of the dense layers")
 	fl.IntVar(&c.SharedExperts, "shared-experts", 0, "deepseek2, glm4moe: shared experts per MoE layer")
@@ -163,7 +182,7 @@ Examples:
 	fl.IntVar(&c.SSMState, "ssm-state", 0, "qwen35moe: delta-net key and value head dim")
 	fl.IntVar(&c.SSMGroups, "ssm-groups", 0, "qwen35moe: delta-net key heads")
 	fl.IntVar(&c.SSMHeads, "ssm-heads", 0, "qwen35moe: delta-net value heads (a multiple of --ssm-groups)")
-	fl.IntSliceVar(&sections, "rope-sections", nil, "qwen35moe: the 4 multi-section RoPE widths in rotary pairs, summing to --rope-dim/2")
+	fl.IntSliceVar(sections, "rope-sections", nil, "qwen35moe: the 4 multi-section RoPE widths in rotary pairs, summing to --rope-dim/2")
 	fl.IntVar(&c.KDAHeadDim, "kda-head-dim", 0, "kimi-k3: KDA head dimension")
 	fl.Float32Var(&c.GateLowerBound, "gate-lower-bound", 0, "kimi-k3: KDA gate lower bound (negative; 0: Kimi-Linear's softplus decay)")
 	fl.IntVar(&c.AttnResBlock, "attn-res-block", 0, "kimi-k3: cross-layer residual attention block size (0: none)")
@@ -172,17 +191,6 @@ Examples:
 	fl.BoolVar(&c.MLAGate, "mla-gate", false, "kimi-k3: the MLA layers' sigmoid output gate")
 	fl.IntVar(&c.ExpertFFOdd, "expert-ff-odd", 0, "kimi-k3: expert FFN width of odd layers, written per layer (llama.cpp does not load a model whose widths differ)")
 	fl.StringVar(&c.Pre, "pre", "", "tokenizer.ggml.pre, the BPE pre-tokenizer (default: the architecture's: qwen2, deepseek-v3, gpt-4o, glm4, …; kimi-k2 for Kimi-K2)")
-	fl.Uint64Var(&c.Seed, "seed", 1, "random seed")
-	fl.StringVar(&opts.Type, "type", "f32", "weight type of the matrices: f32, f16, bf16, q8_0, q4_k, … (rows that do not fill whole blocks fall back to f16)")
-	fl.StringVar(&opts.ExpertType, "expert-type", "", "weight type of the routed experts (default: --type; also mxfp4)")
-	fl.IntVar(&opts.Split.MaxTensors, "split-max-tensors", 0, "split: at most N tensors per shard")
-	fl.Var(cmdutil.SizeValue{N: &opts.Split.MaxBytes}, "split-max-size", "split: at most this many tensor bytes per shard (e.g. 500M, 2G, 1GiB)")
-	fl.BoolVar(&opts.JSON, "json", false, "print a JSON summary on stdout")
-	cmdutil.SetJSONSchema(cmd, Schema)
-	_ = cmd.RegisterFlagCompletionFunc("arch", cobra.FixedCompletions(synth.Archs, cobra.ShellCompDirectiveNoFileComp))
-	_ = cmd.RegisterFlagCompletionFunc("type", cobra.FixedCompletions(weightTypes(false), cobra.ShellCompDirectiveNoFileComp))
-	_ = cmd.RegisterFlagCompletionFunc("expert-type", cobra.FixedCompletions(weightTypes(true), cobra.ShellCompDirectiveNoFileComp))
-	return cmd
 }
 
 // weightTypes are the names of the types synth can write, as --type and
