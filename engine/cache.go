@@ -27,6 +27,9 @@ type CacheOptions struct {
 	QueueDepth int
 	// Buffered turns O_DIRECT off, so reads go through the page cache.
 	Buffered bool
+	// NoPrefetch turns speculative prefetch off: experts are read only
+	// once the router has picked them.
+	NoPrefetch bool
 }
 
 // cacheSize is the number of slots a pack's expert cache gets for o, with
@@ -112,6 +115,9 @@ func (c *expertCache) get(k uint64) ([]byte, bool) {
 	c.policy.hit(k)
 	return b.Bytes()[:c.stride], true
 }
+
+// has says whether k is cached, without counting a use.
+func (c *expertCache) has(k uint64) bool { _, ok := c.at[k]; return ok }
 
 // put stores a copy of rec, evicting an entry if the cache is full.
 func (c *expertCache) put(k uint64, rec []byte) {

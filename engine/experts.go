@@ -65,6 +65,17 @@ type SourceStats struct {
 	BytesRead uint64        `json:"bytes_read"`
 	Reads     uint64        `json:"reads"`
 	IOWait    time.Duration `json:"io_wait_ns"` // time spent waiting for reads with nothing to compute
+	// Speculative prefetch (pack sources): the experts guessed for the
+	// next layer that were not cached, how many of those the router then
+	// picked, the picked experts that were not cached, the guesses read
+	// ahead, how many of those were used, and the bytes read for guesses
+	// nobody used (included in BytesRead).
+	PrefetchGuessed     uint64 `json:"prefetch_guessed,omitempty"`
+	PrefetchGuessedUsed uint64 `json:"prefetch_guessed_used,omitempty"`
+	PrefetchNeeded      uint64 `json:"prefetch_needed,omitempty"`
+	PrefetchReads       uint64 `json:"prefetch_reads,omitempty"`
+	PrefetchUsed        uint64 `json:"prefetch_used,omitempty"`
+	PrefetchWastedBytes uint64 `json:"prefetch_wasted_bytes,omitempty"`
 	// Cache geometry (pack sources).
 	CacheSlots int    `json:"cache_slots,omitempty"`
 	CacheBytes int64  `json:"cache_bytes,omitempty"`

@@ -62,8 +62,8 @@ type Hparams struct {
 	// per-layer expert_feed_forward_length); nil when every MoE block's
 	// is ExpertFF.
 	ExpertFFs []int `json:"expert_feed_forward_lengths,omitempty"`
-	Context     int     `json:"context_length"`
-	Vocab       int     `json:"vocab_size"`
+	Context   int   `json:"context_length"`
+	Vocab     int   `json:"vocab_size"`
 	// DenseLeading is the number of leading blocks with a dense FFN of
 	// width DenseFF instead of routed experts (deepseek2, glm4moe).
 	DenseLeading int `json:"leading_dense_block_count,omitempty"`

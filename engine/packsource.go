@@ -38,6 +38,10 @@ type packExperts struct {
 	layers  []packLayer
 	stats   SourceStats
 	note    string // how cacheSize changed the cache asked for; "" if not
+
+	prefetch  bool             // read guesses ahead (CacheOptions.NoPrefetch unset)
+	pf        [2]prefetchState // by layer parity
+	precision float64          // moving average of the guesses' precision
 }
 
 // expertPart is one kind of per-expert tensor a pack's records may hold.
@@ -156,7 +160,8 @@ func openPackExperts(p *container.OpenPack, h *Hparams, o CacheOptions) (*packEx
 		return nil, err
 	}
 	slots := int(slots64)
-	ps := &packExperts{pack: p, layers: layers, note: note}
+	ps := &packExperts{pack: p, layers: layers, note: note, prefetch: !o.NoPrefetch, precision: 1,
+		pf: [2]prefetchState{{layer: -1}, {layer: -1}}}
 	if ps.cache, err = newExpertCache(slots, stride, o.Policy); err != nil {
 		return nil, err
 	}
@@ -226,15 +231,41 @@ func (ps *packExperts) Fetch(ctx context.Context, layer int, experts []int, use 
 	ps.stats.Hits += uint64(len(hits))
 	ps.stats.Misses += uint64(len(misses))
 
+	// Misses guessed and read ahead land from the prefetch; the others
+	// are read now, in waves of the staging buffers the prefetch leaves.
+	pf := ps.takePrefetch(layer, misses)
+	var guessed []int
+	if pf != nil {
+		demand := misses[:0:0]
+		for _, e := range misses {
+			if slices.ContainsFunc(pf.reads, func(rd *container.RecordRead) bool { return rd.Expert == e }) {
+				guessed = append(guessed, e)
+			} else {
+				demand = append(demand, e)
+			}
+		}
+		misses = demand
+	}
+	// Reads ahead hold staging buffers until they are used or dropped:
+	// this layer's until usePrefetch, the next layer's until its Fetch.
+	free := ps.staging.Count() - ps.heldAhead()
+
 	// The first wave of misses goes out before any hit is computed, so the
 	// reads proceed while the cached experts are multiplied.
-	wave := min(len(misses), ps.staging.Count())
+	wave := min(len(misses), free)
 	batch, reads, err := ps.submit(ctx, layer, misses[:wave])
 	if err != nil {
+		ps.dropAll()
 		return err
 	}
 	for _, h := range hits {
 		if err := use(h.expert, ps.expert(layer, trace.LevelRAM, component(h.rec))); err != nil {
+			ps.dropAll()
+			return errors.Join(err, ps.drain(batch, reads))
+		}
+	}
+	if pf != nil {
+		if err := ps.usePrefetch(layer, pf, guessed, use, component); err != nil {
 			return errors.Join(err, ps.drain(batch, reads))
 		}
 	}
@@ -246,7 +277,7 @@ func (ps *packExperts) Fetch(ctx context.Context, layer int, experts []int, use 
 		if len(misses) == 0 {
 			return ctx.Err()
 		}
-		wave = min(len(misses), ps.staging.Count())
+		wave = min(len(misses), ps.staging.Count()-ps.heldAhead())
 		if batch, reads, err = ps.submit(ctx, layer, misses[:wave]); err != nil {
 			return err
 		}
@@ -335,6 +366,9 @@ func (ps *packExperts) Stats() SourceStats {
 }
 
 func (ps *packExperts) Close() error {
+	if ps.staging != nil {
+		ps.dropAll()
+	}
 	var errs []error
 	if ps.rr != nil {
 		errs = append(errs, ps.rr.Close())

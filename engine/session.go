@@ -183,6 +183,7 @@ type moeScratch struct {
 	logits []float32 // T × E router probabilities
 	order  []int     // E expert ids, sorted per token
 	sel    []float32 // E selection scores (biased, group-masked)
+	guess  []float32 // T × E next-layer router logits, for prefetch
 
 	groupScore []float32
 	groupOrder []int
@@ -309,6 +310,13 @@ func (s *Session) moe(ctx context.Context, il int, hbuf, in, shared, out []float
 	h := s.m.Hparams
 	sc := &s.scratch
 	s.route(il, T)
+	if pf, ok := s.m.experts.(Prefetcher); ok {
+		if guess := s.guessNext(il, T); guess != nil {
+			if err := pf.Prefetch(ctx, il+1, guess); err != nil {
+				return err
+			}
+		}
+	}
 	sc.layer, sc.hbuf = &s.m.layers[il], in
 	sc.contrib = grow(sc.contrib, T*h.ExpertsUsed*h.expertIn())
 	if err := s.m.experts.Fetch(ctx, il, sc.experts, sc.use); err != nil {

@@ -142,8 +142,14 @@ func TestOneSlotCache(t *testing.T) {
 	if st.Evictions < steps*uint64(m.Hparams.Layers) {
 		t.Errorf("%d evictions over %d steps of %d layers", st.Evictions, steps, m.Hparams.Layers)
 	}
-	if st.BytesRead < st.Misses*uint64(st.RecordSize) || st.Reads != st.Misses {
-		t.Errorf("%d bytes in %d reads for %d misses of %d-byte records", st.BytesRead, st.Reads, st.Misses, st.RecordSize)
+	// Every miss is a whole record read, once: on demand, or ahead by the
+	// prefetch (whose unused guesses are reads too).
+	if st.BytesRead < st.Reads*uint64(st.RecordSize) || st.Reads != st.Misses-st.PrefetchUsed+st.PrefetchReads {
+		t.Errorf("%d bytes in %d reads for %d misses (%d of them read ahead, of %d guesses read) of %d-byte records",
+			st.BytesRead, st.Reads, st.Misses, st.PrefetchUsed, st.PrefetchReads, st.RecordSize)
+	}
+	if st.PrefetchUsed > st.PrefetchReads || st.PrefetchGuessedUsed > st.PrefetchGuessed || st.PrefetchGuessedUsed > st.PrefetchNeeded {
+		t.Errorf("prefetch counters do not add up: %+v", st)
 	}
 	if st.Hits+st.Misses != st.Fetches {
 		t.Errorf("hits %d + misses %d ≠ fetches %d", st.Hits, st.Misses, st.Fetches)
@@ -362,5 +368,29 @@ func TestRecurrentStateBatches(t *testing.T) {
 			}
 			sameBits(t, "one token at a time", eval(each...), want)
 		})
+	}
+}
+
+// TestPrefetch: speculative prefetch reads guesses ahead, serves the ones
+// the router picks, and leaves the logits unchanged bit for bit at every
+// cache size; switched off, it reads nothing ahead.
+func TestPrefetch(t *testing.T) {
+	src, pack := testModel(t, "qwen3moe", gguf.TypeQ8_0, nil)
+	want := transcript(t, open(t, src, Options{}), 8)
+	for _, slots := range []int{0, 1, 5, 24, 48} {
+		for _, off := range []bool{false, true} {
+			name := fmt.Sprintf("slots=%d no-prefetch=%v", slots, off)
+			m := open(t, pack, Options{Cache: CacheOptions{Slots: slots, NoPrefetch: off}})
+			sameBits(t, name, transcript(t, m, 8), want)
+			st := m.Experts().Stats()
+			switch {
+			case off && (st.PrefetchReads != 0 || st.PrefetchUsed != 0):
+				t.Errorf("%s: %d reads ahead", name, st.PrefetchReads)
+			case !off && slots < 48 && (st.PrefetchReads == 0 || st.PrefetchUsed == 0):
+				t.Errorf("%s: %d guesses read ahead, %d used", name, st.PrefetchReads, st.PrefetchUsed)
+			case st.PrefetchGuessed == 0 && slots < 48:
+				t.Errorf("%s: nothing guessed", name)
+			}
+		}
 	}
 }

@@ -29,6 +29,7 @@ type Model struct {
 	Buffered        bool
 	ResidentExperts bool
 	ResidentTier    string
+	NoPrefetch      bool
 }
 
 // Help is the flags' description for a command's Long help.
@@ -38,8 +39,12 @@ held in RAM, or a pack directory (gguftool pack), whose routed experts are
 streamed from disk through the expert cache: --expert-cache bounds it in
 bytes (2GiB, 500M, 0 for none) or "auto" (the memory left by the cgroup
 limit or MemAvailable after the resident weights and a 512 MiB margin);
---expert-cache-slots sets a count of experts instead. The logits are the
-same bit for bit whatever the cache, policy, I/O backend or thread count.
+--expert-cache-slots sets a count of experts instead. While a layer's
+experts run, the next layer's router is applied to the hidden state at
+hand and the experts it would pick are read ahead (speculative prefetch;
+--no-prefetch turns it off, and it pauses by itself while fewer than a
+quarter of its guesses are used). The logits are the same bit for bit
+whatever the cache, policy, prefetch, I/O backend or thread count.
 --resident-tier takes a resident tier's GGUF, its manifest
 (LABEL.resident.json), or its label alone, found as LABEL.resident.json in
 $GGUFTOOL_RESIDENT_TIERS, the current directory, the model's directory or
@@ -67,6 +72,7 @@ func (m *Model) Register(cmd *cobra.Command) {
 	fl.StringVar(&m.IO, "io", cmdutil.EnvOr("IO", "auto"), "pack: I/O backend: auto, uring, pread ($GGUFTOOL_IO)")
 	fl.BoolVar(&m.Buffered, "buffered", false, "pack: read through the page cache instead of O_DIRECT")
 	fl.BoolVar(&m.ResidentExperts, "resident-experts", false, "pack: load every expert into RAM (the oracle for streaming)")
+	fl.BoolVar(&m.NoPrefetch, "no-prefetch", false, "pack: read experts only once the router picks them (no speculative prefetch)")
 	fl.StringVar(&m.ResidentTier, "resident-tier", "", "non-expert weights from a resident tier (gguftool resident-only): its label, manifest or GGUF")
 	_ = cmd.RegisterFlagCompletionFunc("cache-policy", cobra.FixedCompletions(engine.Policies, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("io", cobra.FixedCompletions(ioBackends, cobra.ShellCompDirectiveNoFileComp))
@@ -90,7 +96,7 @@ func (m *Model) Options() (engine.Options, error) {
 	if err != nil {
 		return o, cmdutil.FlagErrorf("--io: %v", err)
 	}
-	o.Cache = engine.CacheOptions{Policy: m.Policy, Backend: be, Buffered: m.Buffered, Slots: m.ExpertSlots}
+	o.Cache = engine.CacheOptions{Policy: m.Policy, Backend: be, Buffered: m.Buffered, Slots: m.ExpertSlots, NoPrefetch: m.NoPrefetch}
 	if !slices.Contains(engine.Policies, strings.ToLower(m.Policy)) {
 		return o, cmdutil.FlagErrorf("--cache-policy %q: want one of %s", m.Policy, strings.Join(engine.Policies, ", "))
 	}
@@ -147,8 +153,14 @@ func Describe(s engine.SourceStats) string {
 	if s.Fetches > 0 {
 		hitRate = 100 * float64(s.Hits) / float64(s.Fetches)
 	}
-	return fmt.Sprintf("experts: %d routed, RAM cache hits %d (%.1f%%), SSD misses %d, %s in %d reads, I/O wait %.3f s, %d evictions",
+	line := fmt.Sprintf("experts: %d routed, RAM cache hits %d (%.1f%%), SSD misses %d, %s in %d reads, I/O wait %.3f s, %d evictions",
 		s.Fetches, s.Hits, hitRate, s.Misses, iostreams.HumanBytes(int64(s.BytesRead)), s.Reads, s.IOWait.Seconds(), s.Evictions)
+	if s.PrefetchGuessed > 0 {
+		line += fmt.Sprintf("; prefetch: %d read ahead, %d used, %s wasted, guesses %.0f%% precise, %.0f%% recall",
+			s.PrefetchReads, s.PrefetchUsed, iostreams.HumanBytes(int64(s.PrefetchWastedBytes)),
+			100*float64(s.PrefetchGuessedUsed)/float64(s.PrefetchGuessed), 100*float64(s.PrefetchGuessedUsed)/float64(max(s.PrefetchNeeded, 1)))
+	}
+	return line
 }
 
 // DescribeCache is the cache's geometry.

@@ -1,0 +1,234 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"time"
+
+	"github.com/gguftool/gguftool/container"
+	"github.com/gguftool/gguftool/internal/ioengine"
+	"github.com/gguftool/gguftool/trace"
+)
+
+// Speculative prefetch. Before a layer's experts run, the session applies
+// the next MoE layer's router to the hidden state it has (this layer's
+// FFN input) and tells the expert source which experts that guess would
+// pick. A pack source starts reading the guessed experts that are not
+// cached into staging buffers, never into the cache, so a guess evicts
+// nothing the current step needs. When the next layer's real router asks
+// for its experts, a guessed expert it picks is served from the landed
+// read (after its checksum, as any read); the rest of the guess is
+// wasted bandwidth and is counted as such. The router stays
+// authoritative, and the bytes served are the same bytes, so the logits
+// do not change.
+
+// Prefetcher is an expert source that can start reading experts before
+// the router asks for them.
+type Prefetcher interface {
+	// Prefetch starts reading experts of layer (a guess) that the source
+	// does not hold; the next Fetch of that layer uses whichever it asks
+	// for. A later Prefetch drops reads nobody used.
+	Prefetch(ctx context.Context, layer int, experts []int) error
+}
+
+// minPrecision is the share of guessed experts the router must go on to
+// pick (a moving average) for guesses to be read: below it the reads
+// would spend more bandwidth than they save, and prefetching pauses while
+// the guesses are still scored, until they improve.
+const minPrecision = 0.25
+
+// prefetchState is a pack source's guess for one layer and its reads.
+type prefetchState struct {
+	layer     int // the layer guessed; −1 for none
+	predicted []int
+	batch     *ioengine.Batch
+	reads     []*container.RecordRead
+}
+
+// Prefetch implements Prefetcher. Two guesses may be outstanding: the one
+// for the layer about to be fetched, made during the layer before, and
+// the one for the layer after it; each has a slot by layer parity.
+func (ps *packExperts) Prefetch(ctx context.Context, layer int, experts []int) error {
+	pf := &ps.pf[layer%2]
+	ps.dropPrefetch(pf)
+	pf.layer, pf.predicted = layer, pf.predicted[:0]
+	for _, e := range experts {
+		if !ps.cache.has(cacheKey(layer, e)) {
+			pf.predicted = append(pf.predicted, e)
+		}
+	}
+	ps.stats.PrefetchGuessed += uint64(len(pf.predicted))
+	if !ps.prefetch || len(pf.predicted) == 0 || ps.precision < minPrecision {
+		return nil
+	}
+	// A third of the staging buffers at most for each of the two slots, so
+	// demand reads always find some.
+	n := min(len(pf.predicted), ps.staging.Count()/3)
+	if n == 0 {
+		return nil
+	}
+	for _, e := range pf.predicted[:n] {
+		buf, err := ps.staging.Get(ctx) // only the other slot's reads hold buffers now: never blocks
+		if err != nil {
+			ps.release(pf.reads)
+			pf.reads = nil
+			return err
+		}
+		pf.reads = append(pf.reads, &container.RecordRead{Layer: layer, Expert: e, Buf: buf})
+	}
+	batch, err := ps.rr.Submit(ctx, pf.reads)
+	if err != nil {
+		ps.release(pf.reads)
+		pf.reads = nil
+		return err
+	}
+	pf.batch = batch
+	ps.stats.Reads += uint64(n)
+	ps.stats.PrefetchReads += uint64(n)
+	return nil
+}
+
+// takePrefetch scores the guess for layer against the experts the router
+// picked (misses: those not cached) and returns the reads started for it,
+// which the caller must finish with usePrefetch. A stale guess in the
+// layer's slot is dropped.
+func (ps *packExperts) takePrefetch(layer int, misses []int) *prefetchState {
+	pf := &ps.pf[layer%2]
+	if pf.layer != layer {
+		ps.dropPrefetch(pf)
+		return nil
+	}
+	used := 0
+	for _, e := range pf.predicted {
+		if slices.Contains(misses, e) {
+			used++
+		}
+	}
+	ps.stats.PrefetchGuessedUsed += uint64(used)
+	ps.stats.PrefetchNeeded += uint64(len(misses))
+	if len(pf.predicted) > 0 {
+		ps.precision = 0.8*ps.precision + 0.2*float64(used)/float64(len(pf.predicted))
+	}
+	pf.layer = -1
+	if pf.batch == nil {
+		return nil
+	}
+	return pf
+}
+
+// usePrefetch waits for a layer's speculative reads and passes each
+// landed expert the router picked to use, then caches it; the others are
+// counted as wasted.
+func (ps *packExperts) usePrefetch(layer int, pf *prefetchState, wanted []int, use func(int, Expert) error,
+	component func([]byte) func(int) []byte) error {
+	defer func() {
+		ps.release(pf.reads)
+		pf.reads, pf.batch = pf.reads[:0], nil
+	}()
+	for {
+		wait := time.Now()
+		req, ok := pf.batch.Next()
+		ps.stats.IOWait += time.Since(wait)
+		if !ok {
+			return nil
+		}
+		rd := req.Tag.(*container.RecordRead)
+		need := slices.Contains(wanted, rd.Expert)
+		err := rd.Err()
+		if err == nil {
+			err = rd.Verify()
+		}
+		if err != nil {
+			if need { // a guess nobody needs may fail unnoticed; a needed one may not
+				_ = pf.batch.Wait()
+				return err
+			}
+			continue
+		}
+		rec := rd.Record()
+		ps.stats.BytesRead += uint64(len(rec))
+		if !need {
+			ps.stats.PrefetchWastedBytes += uint64(len(rec))
+			continue
+		}
+		ps.stats.PrefetchUsed++
+		if err := use(rd.Expert, ps.expert(layer, trace.LevelSSD, component(rec))); err != nil {
+			_ = pf.batch.Wait()
+			return err
+		}
+		ps.cache.put(cacheKey(layer, rd.Expert), rec)
+	}
+}
+
+// dropPrefetch waits for a slot's reads nobody will use and frees their
+// buffers.
+func (ps *packExperts) dropPrefetch(pf *prefetchState) {
+	pf.layer = -1
+	if pf.batch == nil {
+		return
+	}
+	_ = pf.batch.Wait()
+	for _, rd := range pf.reads {
+		if rd.Err() == nil {
+			n := uint64(len(rd.Record()))
+			ps.stats.BytesRead += n
+			ps.stats.PrefetchWastedBytes += n
+		}
+	}
+	ps.release(pf.reads)
+	pf.reads, pf.batch = pf.reads[:0], nil
+}
+
+// guessNext applies the next layer's router to this layer's FFN input
+// (in s.as) and returns the experts its top-k would pick for any of the T
+// tokens, in id order: the guess a Prefetcher reads ahead. It is nil when
+// the next layer routes nothing.
+func (s *Session) guessNext(il, T int) []int {
+	m, h := s.m, s.m.Hparams
+	next := il + 1
+	if next >= h.Layers || !h.isMoE(next) {
+		return nil
+	}
+	L := &m.layers[next]
+	E, K := h.Experts, h.ExpertsUsed
+	sc := &s.scratch
+	sc.guess = grow(sc.guess, T*E)
+	m.work.mulMat(&L.router, s.as.get(L.router.vt), sc.guess)
+	addBias(sc.guess, L.routerBias)
+	picked := make([]bool, E)
+	order := make([]int, E)
+	for t := range T {
+		row := sc.guess[t*E : (t+1)*E]
+		if L.probsBias != nil {
+			for i := range row {
+				row[i] += L.probsBias[i]
+			}
+		}
+		for i := range order {
+			order[i] = i
+		}
+		// Softmax and sigmoid keep the logits' order: the top k of the
+		// (biased) logits are the router's picks but for groups.
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(row[b], row[a]) })
+		for _, e := range order[:K] {
+			picked[e] = true
+		}
+	}
+	var guess []int
+	for e, p := range picked {
+		if p {
+			guess = append(guess, e)
+		}
+	}
+	return guess
+}
+
+// heldAhead is the staging buffers both slots' reads hold.
+func (ps *packExperts) heldAhead() int { return len(ps.pf[0].reads) + len(ps.pf[1].reads) }
+
+// dropAll drops both slots' reads.
+func (ps *packExperts) dropAll() {
+	ps.dropPrefetch(&ps.pf[0])
+	ps.dropPrefetch(&ps.pf[1])
+}
