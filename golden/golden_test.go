@@ -178,6 +178,8 @@ func TestLlamaCppLoadsSynth(t *testing.T) {
 			}},
 		variant{arch: "kimi-k3", typ: gguf.TypeQ8_0, et: synth.SameType, split: true, name: "q-lora-latent-no-norm",
 			mutate: func(c *synth.Config) { c.QLoraRank, c.RoutedNorm, c.AttnResBlock = 32, false, 1 }},
+		variant{arch: "qwen3moe", typ: gguf.TypeQ8_0, et: synth.SameType, name: "routing-locality",
+			mutate: func(c *synth.Config) { c.RoutingLocality = synth.DefaultRoutingLocality }},
 	)
 	for _, v := range vs {
 		et := "same"

@@ -84,6 +84,66 @@ func TestDeterministicAndSeeded(t *testing.T) {
 	}
 }
 
+// TestRoutingLocalityShapesOnlyItsTensors: routing locality rewrites the
+// token embeddings, routers and attention values and outputs, keeping
+// every value finite and each row's scale, and leaves every other tensor's
+// bytes as they were; it is deterministic, and it is refused outside
+// [0, 1] and on the architectures whose attention it does not shape.
+func TestRoutingLocalityShapesOnlyItsTensors(t *testing.T) {
+	c := Defaults("qwen3moe")
+	plainData := build(t, c)
+	c.RoutingLocality = DefaultRoutingLocality
+	localData := build(t, c)
+	if !bytes.Equal(localData, build(t, c)) {
+		t.Fatal("same config gave different bytes")
+	}
+	plain, _ := gguf.NewReader(bytes.NewReader(plainData), int64(len(plainData)))
+	local, _ := gguf.NewReader(bytes.NewReader(localData), int64(len(localData)))
+	shaped := func(name string) bool {
+		return name == "token_embd.weight" || slices.ContainsFunc([]string{".ffn_gate_inp.weight", ".attn_v.weight", ".attn_output.weight"},
+			func(s string) bool { return strings.HasSuffix(name, s) })
+	}
+	for i := range plain.Tensors {
+		p, l := &plain.Tensors[i], &local.Tensors[i]
+		pb := plainData[plain.DataOffset+p.Offset:][:p.Bytes()]
+		lb := localData[local.DataOffset+l.Offset:][:l.Bytes()]
+		if !shaped(p.Name) {
+			if !bytes.Equal(pb, lb) {
+				t.Errorf("%s changed", p.Name)
+			}
+			continue
+		}
+		if bytes.Equal(pb, lb) {
+			t.Errorf("%s not shaped", p.Name)
+		}
+		if p.Type != gguf.TypeF32 {
+			continue
+		}
+		var pn, ln float64
+		for j := 0; j < len(pb); j += 4 {
+			a := float64(math.Float32frombits(binary.LittleEndian.Uint32(pb[j:])))
+			b := float64(math.Float32frombits(binary.LittleEndian.Uint32(lb[j:])))
+			if math.IsNaN(b) || math.IsInf(b, 0) {
+				t.Fatalf("%s: value %d is %g", p.Name, j/4, b)
+			}
+			pn, ln = pn+a*a, ln+b*b
+		}
+		if r := math.Sqrt(ln / pn); r < 0.7 || r > 1.3 {
+			t.Errorf("%s: norm scaled by %.2f", p.Name, r)
+		}
+	}
+	for _, bad := range []struct {
+		arch string
+		x    float32
+	}{{"qwen3moe", -0.1}, {"qwen3moe", 1.1}, {"qwen3moe", float32(math.NaN())}, {"deepseek2", 0.5}, {"qwen35moe", 0.5}, {"kimi-k3", 0.5}} {
+		c := Defaults(bad.arch)
+		c.RoutingLocality = bad.x
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s with routing locality %g accepted", bad.arch, bad.x)
+		}
+	}
+}
+
 func TestSameFloatsAcrossTypes(t *testing.T) {
 	// The F16 file holds the F32 file's values rounded to F16.
 	c := Defaults("olmoe")

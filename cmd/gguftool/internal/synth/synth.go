@@ -190,6 +190,7 @@ func layoutFlags(cmd *cobra.Command, c *synth.Config, sections *[]int) {
 	fl.BoolVar(&c.RoutedNorm, "routed-norm", false, "kimi-k3: the latent MoE's routed norm")
 	fl.BoolVar(&c.MLAGate, "mla-gate", false, "kimi-k3: the MLA layers' sigmoid output gate")
 	fl.IntVar(&c.ExpertFFOdd, "expert-ff-odd", 0, "kimi-k3: expert FFN width of odd layers, written per layer (llama.cpp does not load a model whose widths differ)")
+	fl.Float32Var(&c.RoutingLocality, "routing-locality", 0, fmt.Sprintf("0 to 1: routing reuses recent tokens' experts, as real models' does (%g: about Qwen3-30B-A3B's published reuse; not deepseek2, qwen35moe, kimi-k3)", synth.DefaultRoutingLocality))
 	fl.StringVar(&c.Pre, "pre", "", "tokenizer.ggml.pre, the BPE pre-tokenizer (default: the architecture's: qwen2, deepseek-v3, gpt-4o, glm4, …; kimi-k2 for Kimi-K2)")
 }
 
@@ -262,6 +263,9 @@ func mergeConfig(base *synth.Config, c synth.Config, cmd *cobra.Command) {
 	}
 	if cmd.Flags().Changed("qk-norm") {
 		base.QKNorm = c.QKNorm
+	}
+	if cmd.Flags().Changed("routing-locality") {
+		base.RoutingLocality = c.RoutingLocality
 	}
 	if cmd.Flags().Changed("pre") {
 		base.Pre = c.Pre

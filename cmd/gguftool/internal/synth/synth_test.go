@@ -64,6 +64,13 @@ func TestNewCmdSynth(t *testing.T) {
 				c.KDAHeadDim, c.GateLowerBound, c.AttnResBlock, c.ExpertLatent, c.RoutedNorm, c.MLAGate, c.ExpertFFOdd = 16, 0, 0, 0, false, false, 64
 			})},
 		},
+		{
+			Name: "routing locality",
+			Args: "--arch olmoe --routing-locality 0.25 -o m.gguf",
+			Want: SynthOptions{Output: "m.gguf", Type: "f32", Config: config("olmoe", func(c *synth.Config) { c.RoutingLocality = 0.25 })},
+		},
+		{Name: "routing locality above 1", Args: "--routing-locality 1.5 -o m.gguf", WantErr: "routing locality must be from 0 to 1, got 1.5"},
+		{Name: "routing locality on MLA", Args: "--arch deepseek2 --routing-locality 0.25 -o m.gguf", WantErr: "not deepseek2"},
 		{Name: "three RoPE sections", Args: "--arch qwen35moe --rope-sections 4,2,2 -o m.gguf", WantErr: "--rope-sections takes 4 numbers, got 3"},
 		{Name: "RoPE sections off the rotary width", Args: "--arch qwen35moe --rope-sections 4,4,4,0 -o m.gguf", WantErr: "must cover the positive rotary width 8"},
 		{Name: "routed norm without a latent", Args: "--arch kimi-k3 --expert-latent 0 -o m.gguf", WantErr: "routed norm needs a latent"},
