@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -134,24 +135,26 @@ func (ps *packExperts) usePrefetch(layer int, pf *prefetchState, wanted []int, u
 			return nil
 		}
 		rd := req.Tag.(*container.RecordRead)
-		need := slices.Contains(wanted, rd.Expert)
+		if !slices.Contains(wanted, rd.Expert) {
+			// A guess nobody needs: counted, not verified (a bad one
+			// fails when it is needed, read on demand).
+			if rd.Err() == nil {
+				n := uint64(len(rd.Record()))
+				ps.stats.BytesRead += n
+				ps.stats.PrefetchWastedBytes += n
+			}
+			continue
+		}
 		err := rd.Err()
 		if err == nil {
 			err = rd.Verify()
 		}
 		if err != nil {
-			if need { // a guess nobody needs may fail unnoticed; a needed one may not
-				_ = pf.batch.Wait()
-				return err
-			}
-			continue
+			_ = pf.batch.Wait()
+			return fmt.Errorf("engine: layer %d expert %d: %w", layer, rd.Expert, err)
 		}
 		rec := rd.Record()
 		ps.stats.BytesRead += uint64(len(rec))
-		if !need {
-			ps.stats.PrefetchWastedBytes += uint64(len(rec))
-			continue
-		}
 		ps.stats.PrefetchUsed++
 		if err := use(rd.Expert, ps.expert(layer, trace.LevelSSD, component(rec))); err != nil {
 			_ = pf.batch.Wait()

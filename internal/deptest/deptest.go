@@ -36,6 +36,7 @@ var Layers = map[string]int{
 	"tiers":     2,
 	"tokenizer": 2,
 	"trace":     2,
+	"cachelab":  3, // replays traces: imports trace
 
 	"twins":    3,
 	"resident": 3,

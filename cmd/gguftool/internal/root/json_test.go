@@ -95,6 +95,7 @@ func TestJSONOutputsCarryTheirSchema(t *testing.T) {
 		{[]string{"run", model, "--prompt-ids", "1,2", "-n", "2"}, 0},
 		{[]string{"trace", "import", "--format", "dense-u16", "--layers", "2", "--experts", "8", "--top-k", "2", dense, trace}, 0},
 		{[]string{"trace", "stat", trace}, 0},
+		{[]string{"trace", "replay", trace, "--capacity", "25%,50%"}, 0},
 		{[]string{"golden", "list"}, 0},
 		{[]string{"bench", "twins", model, filepath.Join(dir, "unpacked", "m.gguf"), "--runs", "1"}, 0},
 		{[]string{"tiers", "status"}, 0},

@@ -22,13 +22,13 @@ import (
 func NewCmdTrace(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "trace <subcommand>",
-		Short: "Summarize routing traces and import the public trace layouts",
+		Short: "Summarize, import and replay routing traces",
 		Long: `Routing traces (docs/format/trace.md) record which experts the router chose
 at every position and layer and where each was served from. gguftool run
---trace writes them; these commands read and convert them.
+--trace writes them; these commands read, convert and replay them.
 ` + cmdutil.ExitCodesHelp,
 	}
-	cmd.AddCommand(NewCmdTraceStat(f, nil), NewCmdTraceImport(f, nil))
+	cmd.AddCommand(NewCmdTraceStat(f, nil), NewCmdTraceImport(f, nil), NewCmdTraceReplay(f, nil))
 	return cmdutil.Group(cmd)
 }
 

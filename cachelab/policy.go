@@ -1,0 +1,158 @@
+package cachelab
+
+import (
+	"container/list"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Policies are the policies Replay knows, the engine's three first and
+// Belady's offline optimum last.
+var Policies = []string{"lru", "lfu", "lfru", "window", "decay", "stale", "belady"}
+
+// Options tune the policies that take a parameter.
+type Options struct {
+	// Window is the recency window of "window", in tokens (steps).
+	Window int
+	// HalfLife is the half-life of "decay", in tokens.
+	HalfLife float64
+}
+
+// DefaultOptions are the flags' defaults.
+var DefaultOptions = Options{Window: 8, HalfLife: 16}
+
+// use is one lookup as a policy sees it: the clock (the batch's first
+// step) and, for Belady, the index of the key's next use.
+type use struct {
+	t    int64
+	next int
+}
+
+// policy chooses which cached expert to evict. It sees every lookup:
+// hit for those served from the cache, inserted for the misses (after the
+// victim, if any, was removed).
+type policy interface {
+	hit(k uint64, u use)
+	inserted(k uint64, u use)
+	victim(t int64) uint64 // the cache is not empty
+	removed(k uint64)
+}
+
+func newPolicy(name string, capacity int, o Options) (policy, error) {
+	switch name {
+	case "lru":
+		return newLRU(), nil
+	case "lfu":
+		return &lfu{use: map[uint64]*lfuEntry{}}, nil
+	case "lfru":
+		return &lfru{privCap: max(1, capacity/2), priv: newLRU(), unpriv: map[uint64]*lfuEntry{}}, nil
+	case "window":
+		if o.Window <= 0 {
+			return nil, fmt.Errorf("cachelab: window of %d tokens: want at least 1", o.Window)
+		}
+		return &window{w: int64(o.Window), hist: history{}, cached: map[uint64]bool{}}, nil
+	case "decay":
+		if !(o.HalfLife > 0) || math.IsInf(o.HalfLife, 0) {
+			return nil, fmt.Errorf("cachelab: half-life %v: want a positive number of tokens", o.HalfLife)
+		}
+		return &decay{h: o.HalfLife, v: map[uint64]float64{}, last: map[uint64]int64{}, cached: map[uint64]bool{}}, nil
+	case "stale":
+		return &stale{hist: history{}, cached: map[uint64]bool{}}, nil
+	case "belady":
+		return &belady{next: map[uint64]int{}}, nil
+	}
+	return nil, fmt.Errorf("cachelab: unknown policy %q (have %s)", name, strings.Join(Policies, ", "))
+}
+
+// lru evicts the least recently used entry (engine/policy.go's lru).
+type lru struct {
+	order *list.List // front = most recent
+	at    map[uint64]*list.Element
+}
+
+func newLRU() *lru { return &lru{order: list.New(), at: map[uint64]*list.Element{}} }
+
+func (p *lru) hit(k uint64, _ use)      { p.order.MoveToFront(p.at[k]) }
+func (p *lru) inserted(k uint64, _ use) { p.at[k] = p.order.PushFront(k) }
+func (p *lru) victim(int64) uint64      { return p.order.Back().Value.(uint64) }
+func (p *lru) removed(k uint64) {
+	p.order.Remove(p.at[k])
+	delete(p.at, k)
+}
+
+// lfu evicts the entry used least often since it was inserted, the least
+// recently used among equals (engine/policy.go's lfu): its clock counts
+// the policy's events, so no two entries tie.
+type lfu struct {
+	clock uint64
+	use   map[uint64]*lfuEntry
+}
+
+type lfuEntry struct{ count, last uint64 }
+
+func (p *lfu) hit(k uint64, _ use) {
+	p.clock++
+	e := p.use[k]
+	e.count++
+	e.last = p.clock
+}
+func (p *lfu) inserted(k uint64, _ use) {
+	p.clock++
+	p.use[k] = &lfuEntry{count: 1, last: p.clock}
+}
+func (p *lfu) victim(int64) uint64 { return leastFrequent(p.use) }
+func (p *lfu) removed(k uint64)    { delete(p.use, k) }
+
+func leastFrequent(m map[uint64]*lfuEntry) uint64 {
+	var best uint64
+	var be *lfuEntry
+	for k, e := range m {
+		if be == nil || e.count < be.count || (e.count == be.count && e.last < be.last) {
+			best, be = k, e
+		}
+	}
+	return best
+}
+
+// lfru is engine/policy.go's lfru: a privileged LRU half for entries used
+// again since they came in, and an unprivileged LFU part, evicted first,
+// for entries seen once.
+type lfru struct {
+	privCap int
+	priv    *lru
+	unpriv  map[uint64]*lfuEntry
+	clock   uint64
+}
+
+func (p *lfru) hit(k uint64, u use) {
+	p.clock++
+	if _, ok := p.priv.at[k]; ok {
+		p.priv.hit(k, u)
+		return
+	}
+	delete(p.unpriv, k)
+	if len(p.priv.at) >= p.privCap {
+		old := p.priv.victim(u.t)
+		p.priv.removed(old)
+		p.unpriv[old] = &lfuEntry{count: 2, last: p.clock}
+	}
+	p.priv.inserted(k, u)
+}
+func (p *lfru) inserted(k uint64, _ use) {
+	p.clock++
+	p.unpriv[k] = &lfuEntry{count: 1, last: p.clock}
+}
+func (p *lfru) victim(t int64) uint64 {
+	if len(p.unpriv) > 0 {
+		return leastFrequent(p.unpriv)
+	}
+	return p.priv.victim(t)
+}
+func (p *lfru) removed(k uint64) {
+	if _, ok := p.priv.at[k]; ok {
+		p.priv.removed(k)
+		return
+	}
+	delete(p.unpriv, k)
+}
