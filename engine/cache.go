@@ -27,9 +27,10 @@ type CacheOptions struct {
 	QueueDepth int
 	// Buffered turns O_DIRECT off, so reads go through the page cache.
 	Buffered bool
-	// NoPrefetch turns speculative prefetch off: experts are read only
-	// once the router has picked them.
-	NoPrefetch bool
+	// Prefetch turns speculative prefetch on: the next layer's likely
+	// experts are read ahead while a layer computes. Off by default, as it
+	// measured a loss on the development machine (docs/benchmarks.md).
+	Prefetch bool
 }
 
 // cacheSize is the number of slots a pack's expert cache gets for o, with

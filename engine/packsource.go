@@ -39,7 +39,7 @@ type packExperts struct {
 	stats   SourceStats
 	note    string // how cacheSize changed the cache asked for; "" if not
 
-	prefetch  bool             // read guesses ahead (CacheOptions.NoPrefetch unset)
+	prefetch  bool             // read guesses ahead (CacheOptions.Prefetch)
 	pf        [2]prefetchState // by layer parity
 	precision float64          // moving average of the guesses' precision
 }
@@ -160,7 +160,7 @@ func openPackExperts(p *container.OpenPack, h *Hparams, o CacheOptions) (*packEx
 		return nil, err
 	}
 	slots := int(slots64)
-	ps := &packExperts{pack: p, layers: layers, note: note, prefetch: !o.NoPrefetch, precision: 1,
+	ps := &packExperts{pack: p, layers: layers, note: note, prefetch: o.Prefetch, precision: 1,
 		pf: [2]prefetchState{{layer: -1}, {layer: -1}}}
 	if ps.cache, err = newExpertCache(slots, stride, o.Policy); err != nil {
 		return nil, err

@@ -379,8 +379,8 @@ func TestPrefetch(t *testing.T) {
 	want := transcript(t, open(t, src, Options{}), 8)
 	for _, slots := range []int{0, 1, 5, 24, 48} {
 		for _, off := range []bool{false, true} {
-			name := fmt.Sprintf("slots=%d no-prefetch=%v", slots, off)
-			m := open(t, pack, Options{Cache: CacheOptions{Slots: slots, NoPrefetch: off}})
+			name := fmt.Sprintf("slots=%d prefetch=%v", slots, !off)
+			m := open(t, pack, Options{Cache: CacheOptions{Slots: slots, Prefetch: !off}})
 			sameBits(t, name, transcript(t, m, 8), want)
 			st := m.Experts().Stats()
 			switch {

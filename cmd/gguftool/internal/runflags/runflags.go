@@ -29,7 +29,7 @@ type Model struct {
 	Buffered        bool
 	ResidentExperts bool
 	ResidentTier    string
-	NoPrefetch      bool
+	Prefetch        bool
 }
 
 // Help is the flags' description for a command's Long help.
@@ -40,11 +40,12 @@ streamed from disk through the expert cache: --expert-cache bounds it in
 bytes (2GiB, 500M, 0 for none) or "auto" (the memory left by the cgroup
 limit or MemAvailable after the resident weights and a 512 MiB margin);
 --expert-cache-slots sets a count of experts instead. While a layer's
-experts run, the next layer's router is applied to the hidden state at
-hand and the experts it would pick are read ahead (speculative prefetch;
---no-prefetch turns it off, and it pauses by itself while fewer than a
-quarter of its guesses are used). The logits are the same bit for bit
-whatever the cache, policy, prefetch, I/O backend or thread count.
+experts run, --prefetch applies the next layer's router to the hidden
+state at hand and reads ahead the experts it would pick (speculative
+prefetch; off by default, as it measured a loss here, and it pauses by
+itself while fewer than half its guesses are used). The logits are the
+same bit for bit whatever the cache, policy, prefetch, I/O backend or
+thread count.
 --resident-tier takes a resident tier's GGUF, its manifest
 (LABEL.resident.json), or its label alone, found as LABEL.resident.json in
 $GGUFTOOL_RESIDENT_TIERS, the current directory, the model's directory or
@@ -72,7 +73,7 @@ func (m *Model) Register(cmd *cobra.Command) {
 	fl.StringVar(&m.IO, "io", cmdutil.EnvOr("IO", "auto"), "pack: I/O backend: auto, uring, pread ($GGUFTOOL_IO)")
 	fl.BoolVar(&m.Buffered, "buffered", false, "pack: read through the page cache instead of O_DIRECT")
 	fl.BoolVar(&m.ResidentExperts, "resident-experts", false, "pack: load every expert into RAM (the oracle for streaming)")
-	fl.BoolVar(&m.NoPrefetch, "no-prefetch", false, "pack: read experts only once the router picks them (no speculative prefetch)")
+	fl.BoolVar(&m.Prefetch, "prefetch", false, "pack: read ahead the experts the next layer's router would pick from the current hidden state")
 	fl.StringVar(&m.ResidentTier, "resident-tier", "", "non-expert weights from a resident tier (gguftool resident-only): its label, manifest or GGUF")
 	_ = cmd.RegisterFlagCompletionFunc("cache-policy", cobra.FixedCompletions(engine.Policies, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("io", cobra.FixedCompletions(ioBackends, cobra.ShellCompDirectiveNoFileComp))
@@ -96,7 +97,7 @@ func (m *Model) Options() (engine.Options, error) {
 	if err != nil {
 		return o, cmdutil.FlagErrorf("--io: %v", err)
 	}
-	o.Cache = engine.CacheOptions{Policy: m.Policy, Backend: be, Buffered: m.Buffered, Slots: m.ExpertSlots, NoPrefetch: m.NoPrefetch}
+	o.Cache = engine.CacheOptions{Policy: m.Policy, Backend: be, Buffered: m.Buffered, Slots: m.ExpertSlots, Prefetch: m.Prefetch}
 	if !slices.Contains(engine.Policies, strings.ToLower(m.Policy)) {
 		return o, cmdutil.FlagErrorf("--cache-policy %q: want one of %s", m.Policy, strings.Join(engine.Policies, ", "))
 	}

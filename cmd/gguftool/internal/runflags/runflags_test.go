@@ -37,8 +37,8 @@ func TestRegister(t *testing.T) {
 		{name: "defaults", want: defaults},
 		{
 			name: "every flag",
-			args: "-t 4 --expert-cache 2GiB --expert-cache-slots 8 --cache-policy lfu --io pread --buffered --resident-experts --resident-tier q4_k_m --no-prefetch",
-			want: Model{Threads: 4, ExpertCache: "2GiB", ExpertSlots: 8, Policy: "lfu", IO: "pread", Buffered: true, ResidentExperts: true, ResidentTier: "q4_k_m", NoPrefetch: true},
+			args: "-t 4 --expert-cache 2GiB --expert-cache-slots 8 --cache-policy lfu --io pread --buffered --resident-experts --resident-tier q4_k_m --prefetch",
+			want: Model{Threads: 4, ExpertCache: "2GiB", ExpertSlots: 8, Policy: "lfu", IO: "pread", Buffered: true, ResidentExperts: true, ResidentTier: "q4_k_m", Prefetch: true},
 		},
 		{
 			name: "environment overrides the defaults",

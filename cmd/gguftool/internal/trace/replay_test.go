@@ -58,7 +58,7 @@ func TestNewCmdTraceReplay(t *testing.T) {
 func engineTrace(t *testing.T, pack, policy string, slots int) string {
 	t.Helper()
 	m, err := engine.Open(pack, engine.Options{Cache: engine.CacheOptions{Slots: slots, Policy: policy,
-		Backend: ioengine.Pread, QueueDepth: 1, NoPrefetch: true}})
+		Backend: ioengine.Pread, QueueDepth: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
