@@ -45,7 +45,7 @@ func (s *Session) attnOut(il int, hn []float32, T int) []float32 {
 		g := make([]float32, len(att))
 		m.work.mulMat(&L.attnGate, s.as.get(L.attnGate.vt), g)
 		for i, v := range g {
-			att[i] *= 1 / (1 + expf(-v))
+			att[i] *= sigmoid(v)
 		}
 	}
 	s.as.reset(att, L.wo.cols, T)
@@ -93,11 +93,7 @@ func (s *Session) mha(il, T int) []float32 {
 	}
 	var cs []float32
 	for t := range T {
-		if h.RopeSections != nil {
-			cs = ropeTableSections(cs, s.n+t, h.RopeDims, L.ropeBase, &h.rope, h.RopeSections)
-		} else {
-			cs = ropeTable(cs, s.n+t, h.RopeDims, L.ropeBase, &h.rope)
-		}
+		cs = ropeTable(cs, s.n+t, h.RopeDims, L.ropeBase, &h.rope, h.RopeSections)
 		for i := t * qDim; i < (t+1)*qDim; i += HD {
 			rope(q[i:i+HD], cs, h.RopeDims, h.ropeNeox)
 		}
@@ -110,7 +106,7 @@ func (s *Session) mha(il, T int) []float32 {
 	s.attend(attnGeom{heads: h.Heads, group: h.Heads / h.HeadsKV, kDim: HD, vDim: HD, kStride: kvDim, vStride: kvDim,
 		scale: h.kqScale, window: L.window, sinks: L.sinks}, q, qDim, kc, vc, T, att)
 	for i, g := range gate {
-		att[i] *= 1 / (1 + expf(-g)) // the output gate: ggml_sigmoid, then ggml_mul
+		att[i] *= sigmoid(g) // the output gate: ggml_sigmoid, then ggml_mul
 	}
 	return att
 }
@@ -237,7 +233,7 @@ func (s *Session) mlaInputs(il, T int) (q, kv []float32) {
 	for t := range T {
 		r := kv[t*row : (t+1)*row]
 		if !h.mlaNoRope { // kimi-k3 carries the RoPE dims unrotated
-			cs = ropeTable(cs, s.n+t, a.RoPE, L.ropeBase, &h.rope)
+			cs = ropeTable(cs, s.n+t, a.RoPE, L.ropeBase, &h.rope, nil)
 			for hd := range h.Heads {
 				i := t*ml.qRowFloats + hd*qk + a.NoPE
 				rope(q[i:i+a.RoPE], cs, a.RoPE, false)
@@ -336,49 +332,43 @@ func (s *Session) mlaLegacy(il, T int) []float32 {
 // ropeTable holds cos and sin of each rotated pair at one position, built
 // as ggml_rope_cache_init does: θ starts at the position and is multiplied
 // by base^(−2/n_rot) for each pair, in float32, then scaled and mixed as
-// rope_yarn does (plain RoPE when there is no scaling).
-func ropeTable(dst []float32, pos int, nRot int, base float32, rs *ropeScaling) []float32 {
-	dst = dst[:0]
-	thetaScale := float32(math.Pow(float64(base), float64(-2/float32(nRot))))
-	var corr [2]float32
-	if rs.extFactor != 0 {
-		corr = yarnCorrDims(nRot, rs.ctxOrig, base, rs.betaFast, rs.betaSlow)
-	}
-	theta := float32(pos)
-	for i := 0; i < nRot; i += 2 {
-		c, s := ropeYarn(theta, rs, corr, i)
-		dst = append(dst, c, s)
-		theta *= thetaScale
-	}
-	return dst
-}
-
-// ropeTableSections is ropeTable for interleaved multi-section RoPE
-// (ggml_mrope_cache_init with is_imrope) at a text position: the
-// temporal, height and width positions are all pos and the fourth is 0,
-// so a rotated pair turns by pos·base^(−2i/n) when its sector belongs to
+// rope_yarn does (plain RoPE when there is no scaling). With sections
+// (interleaved multi-section RoPE, ggml_mrope_cache_init with is_imrope,
+// at a text position: the temporal, height and width positions are all
+// pos and the fourth is 0) a pair turns by θ when its sector belongs to
 // one of the first three sections and not at all otherwise.
-func ropeTableSections(dst []float32, pos int, nRot int, base float32, rs *ropeScaling, sections []int) []float32 {
+func ropeTable(dst []float32, pos int, nRot int, base float32, rs *ropeScaling, sections []int) []float32 {
 	dst = dst[:0]
 	thetaScale := float32(math.Pow(float64(base), float64(-2/float32(nRot))))
 	var corr [2]float32
 	if rs.extFactor != 0 {
 		corr = yarnCorrDims(nRot, rs.ctxOrig, base, rs.betaFast, rs.betaSlow)
 	}
-	sectDims := sections[0] + sections[1] + sections[2] + sections[3]
 	theta := float32(pos)
 	for i := 0; i < nRot; i += 2 {
-		sector := (i / 2) % sectDims
-		th := float32(0) // the fourth position, always 0 for text
-		switch {
-		case sector%3 == 1 && sector < 3*sections[1], sector%3 == 2 && sector < 3*sections[2], sector%3 == 0 && sector < 3*sections[0]:
-			th = theta
+		th := theta
+		if sections != nil && !sectionTurns(sections, i/2) {
+			th = 0 // the fourth position, always 0 for text
 		}
 		c, s := ropeYarn(th, rs, corr, i)
 		dst = append(dst, c, s)
 		theta *= thetaScale
 	}
 	return dst
+}
+
+// sectionTurns says whether pair i of interleaved multi-section RoPE
+// takes one of the first three (temporal, height, width) positions.
+func sectionTurns(sections []int, i int) bool {
+	sector := i % (sections[0] + sections[1] + sections[2] + sections[3])
+	switch sector % 3 {
+	case 0:
+		return sector < 3*sections[0]
+	case 1:
+		return sector < 3*sections[1]
+	default:
+		return sector < 3*sections[2]
+	}
 }
 
 // ropeYarn is ggml's rope_yarn: the angle interpolated by the frequency

@@ -31,7 +31,7 @@ func (s *Session) deltaNet(il, T int) []float32 {
 	m.work.mulMat(&dl.wbeta, s.as.get(dl.wbeta.vt), beta)
 	m.work.mulMat(&dl.walph, s.as.get(dl.walph.vt), alpha)
 	for i, v := range beta {
-		beta[i] = 1 / (1 + expf(-v))
+		beta[i] = sigmoid(v)
 	}
 	for i, v := range alpha {
 		hd := i % Hv
@@ -44,6 +44,7 @@ func (s *Session) deltaNet(il, T int) []float32 {
 	out := make([]float32, T*d.valueDim())
 	kd := d.keyDim()
 	m.work.forEach(Hv, 1, func(lo, hi int) {
+		scratch := make([]float32, Sd)
 		for hv := lo; hv < hi; hv++ {
 			kh := hv % d.KeyHeads // ggml_gated_delta_net pairs value head h with key head h mod H_k
 			state := s.ssm[il][hv*Sd*Sd : (hv+1)*Sd*Sd]
@@ -52,7 +53,7 @@ func (s *Session) deltaNet(il, T int) []float32 {
 				q := row[kh*Sd : (kh+1)*Sd]
 				k := row[kd+kh*Sd : kd+(kh+1)*Sd]
 				v := row[2*kd+hv*Sd : 2*kd+(hv+1)*Sd]
-				deltaStep(state, q, k, v, alpha[t*Hv+hv], beta[t*Hv+hv], out[t*d.valueDim()+hv*Sd:][:Sd])
+				deltaStep(state, q, k, v, alpha[t*Hv+hv], beta[t*Hv+hv], out[t*d.valueDim()+hv*Sd:][:Sd], scratch)
 			}
 		}
 	})
@@ -115,21 +116,21 @@ func convolve(state, kernel, x []float32, C, K, T int) []float32 {
 // deltaStep advances one head's state by one token with a scalar decay
 // and writes its output, with the operations of ggml's CPU kernel: the
 // state is stored with row j holding S[·][j], so each row is decayed,
-// dotted with k, updated by a multiply-add and dotted with q.
-func deltaStep(state, q, k, v []float32, g, beta float32, out []float32) {
+// dotted with k, updated by a multiply-add and dotted with q. delta is
+// scratch of len(q).
+func deltaStep(state, q, k, v []float32, g, beta float32, out, delta []float32) {
 	decay := expf(g)
 	for i := range state {
 		state[i] *= decay
 	}
-	deltaUpdate(state, q, k, v, beta, out)
+	deltaUpdate(state, q, k, v, beta, out, delta)
 }
 
 // deltaUpdate is the delta rule on a decayed state: δ = (v − S·k)·β,
-// S += δ⊗k, out = S·q/√n.
-func deltaUpdate(state, q, k, v []float32, beta float32, out []float32) {
+// S += δ⊗k, out = S·q/√n; delta is scratch of len(q).
+func deltaUpdate(state, q, k, v []float32, beta float32, out, delta []float32) {
 	n := len(q)
 	scale := 1 / float32(math.Sqrt(float64(n)))
-	delta := make([]float32, n)
 	for j := range n {
 		delta[j] = (v[j] - quant.DotFloat32(state[j*n:(j+1)*n], k)) * beta
 	}

@@ -44,17 +44,18 @@ func (s *Session) kda(il, T int) []float32 {
 	beta := make([]float32, T*H)
 	m.work.mulMat(&kl.wbeta, s.as.get(kl.wbeta.vt), beta)
 	for i, v := range beta {
-		beta[i] = 1 / (1 + expf(-v))
+		beta[i] = sigmoid(v)
 	}
 	gate := make([]float32, T*inner)
 	m.work.mulMat(&kl.wg, s.as.get(kl.wg.vt), gate)
 	out := make([]float32, T*inner)
 	m.work.forEach(H, 1, func(lo, hi int) {
+		scratch := make([]float32, 2*Sd)
 		for hd := lo; hd < hi; hd++ {
 			state := s.ssm[il][hd*Sd*Sd : (hd+1)*Sd*Sd]
 			for t := range T {
 				at := t*inner + hd*Sd
-				deltaStepKDA(state, qkv[0][at:at+Sd], qkv[1][at:at+Sd], qkv[2][at:at+Sd], g[at:at+Sd], beta[t*H+hd], out[at:at+Sd])
+				deltaStepKDA(state, qkv[0][at:at+Sd], qkv[1][at:at+Sd], qkv[2][at:at+Sd], g[at:at+Sd], beta[t*H+hd], out[at:at+Sd], scratch)
 			}
 		}
 	})
@@ -63,7 +64,7 @@ func (s *Session) kda(il, T int) []float32 {
 			o := out[t*inner+hd*Sd:][:Sd]
 			rmsNorm(o, o, kl.oNorm, h.RMSEps)
 			for i, v := range gate[t*inner+hd*Sd:][:Sd] {
-				o[i] *= 1 / (1 + expf(-v))
+				o[i] *= sigmoid(v)
 			}
 		}
 	}
@@ -88,7 +89,7 @@ func (s *Session) kdaDecay(kl *kdaLayer, T int) []float32 {
 		v := g[i] + kl.dtBias[i%inner]
 		if bounded {
 			y := (v * a) * -1 // ggml_scale(g, −1): exp(A_log)·(…)
-			g[i] = 1 / (1 + expf(-y)) * k.GateLowerBound
+			g[i] = sigmoid(y) * k.GateLowerBound
 		} else {
 			g[i] = softplus(v) * a
 		}
@@ -97,10 +98,11 @@ func (s *Session) kdaDecay(kl *kdaLayer, T int) []float32 {
 }
 
 // deltaStepKDA is deltaStep with a decay per channel: row j of the state
-// (S[·][j]) is multiplied by exp(g) channel by channel.
-func deltaStepKDA(state, q, k, v, g []float32, beta float32, out []float32) {
+// (S[·][j]) is multiplied by exp(g) channel by channel. scratch holds
+// 2·len(q) values.
+func deltaStepKDA(state, q, k, v, g []float32, beta float32, out, scratch []float32) {
 	n := len(q)
-	decay := make([]float32, n)
+	decay := scratch[:n]
 	for i, gi := range g {
 		decay[i] = expf(gi)
 	}
@@ -110,7 +112,7 @@ func deltaStepKDA(state, q, k, v, g []float32, beta float32, out []float32) {
 			row[i] *= decay[i]
 		}
 	}
-	deltaUpdate(state, q, k, v, beta, out)
+	deltaUpdate(state, q, k, v, beta, out, scratch[n:2*n])
 }
 
 // latentMoE is Kimi-K3's MoE block over the normalised input hbuf (also
@@ -151,7 +153,7 @@ func (a *situ) apply(dst, gate, up []float32) {
 	inv, invLin := 1/a.beta, 1/a.linearBeta
 	for i, g := range gate {
 		t := float32(math.Tanh(float64(g*inv))) * a.beta
-		t *= 1 / (1 + expf(-g))
+		t *= sigmoid(g)
 		u := up[i]
 		if a.linearBeta > 0 {
 			u = float32(math.Tanh(float64(u*invLin))) * a.linearBeta

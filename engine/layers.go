@@ -278,7 +278,7 @@ func (m *Model) loadKDA(ll *layerLoader, L *layer) {
 		var err error
 		*c.dst, err = ll.l.floats(ll.p+c.name, k.ConvKernel, inner)
 		if err != nil {
-			*c.dst, err = ll.l.floats3(ll.p+c.name, k.ConvKernel, 1, inner)
+			*c.dst, err = ll.l.floats(ll.p+c.name, k.ConvKernel, 1, inner)
 		}
 		ll.errs = append(ll.errs, err)
 	}

@@ -176,6 +176,9 @@ func rmsNorm(out, x, w []float32, eps float32) {
 
 func expf(x float32) float32 { return float32(math.Exp(float64(x))) }
 
+// sigmoid is 1/(1+e^−x), as ggml_vec_sigmoid_f32 computes it.
+func sigmoid(x float32) float32 { return 1 / (1 + expf(-x)) }
+
 // silu is x/(1+e^−x).
 func silu(x float32) float32 { return x / (1 + expf(-x)) }
 

@@ -140,11 +140,7 @@ func (ps *packExperts) usePrefetch(layer int, pf *prefetchState, wanted []int, u
 		if !slices.Contains(wanted, rd.Expert) {
 			// A guess nobody needs: counted, not verified (a bad one
 			// fails when it is needed, read on demand).
-			if rd.Err() == nil {
-				n := uint64(len(rd.Record()))
-				ps.stats.BytesRead += n
-				ps.stats.PrefetchWastedBytes += n
-			}
+			ps.wasted(rd)
 			continue
 		}
 		err := rd.Err()
@@ -175,11 +171,7 @@ func (ps *packExperts) dropPrefetch(pf *prefetchState) {
 	}
 	_ = pf.batch.Wait()
 	for _, rd := range pf.reads {
-		if rd.Err() == nil {
-			n := uint64(len(rd.Record()))
-			ps.stats.BytesRead += n
-			ps.stats.PrefetchWastedBytes += n
-		}
+		ps.wasted(rd)
 	}
 	ps.release(pf.reads)
 	pf.reads, pf.batch = pf.reads[:0], nil
@@ -236,4 +228,13 @@ func (ps *packExperts) heldAhead() int { return len(ps.pf[0].reads) + len(ps.pf[
 func (ps *packExperts) dropAll() {
 	ps.dropPrefetch(&ps.pf[0])
 	ps.dropPrefetch(&ps.pf[1])
+}
+
+// wasted counts a landed read ahead that nobody used.
+func (ps *packExperts) wasted(rd *container.RecordRead) {
+	if rd.Err() == nil {
+		n := uint64(len(rd.Record()))
+		ps.stats.BytesRead += n
+		ps.stats.PrefetchWastedBytes += n
+	}
 }

@@ -24,7 +24,7 @@ func (s *Session) pickExperts(L *layer, p []float32, ids []int, weights []float3
 		softmax(p)
 	case gateSigmoid:
 		for i, v := range p {
-			p[i] = 1 / (1 + expf(-v)) // ggml_vec_sigmoid_f32
+			p[i] = sigmoid(v) // ggml_vec_sigmoid_f32
 		}
 	}
 	sel := p

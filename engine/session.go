@@ -266,7 +266,7 @@ func (s *Session) ffnOut(ctx context.Context, il int, hbuf []float32, T int) ([]
 		g := make([]float32, T)
 		m.work.mulMat(&L.sharedGate, s.as.get(L.sharedGate.vt), g)
 		for t, v := range g {
-			sg := 1 / (1 + expf(-v))
+			sg := sigmoid(v)
 			for i := range shared[t*D : (t+1)*D] {
 				shared[t*D+i] *= sg
 			}

@@ -186,8 +186,17 @@ func (l *loader) optionalMatrix(name string, cols, rows int) (*matrix, error) {
 }
 
 // vector loads a 1-D tensor of n values as float32s.
-func (l *loader) vector(name string, n int) ([]float32, error) {
-	info, r, err := l.shape(name, int64(n))
+func (l *loader) vector(name string, n int) ([]float32, error) { return l.floats(name, n) }
+
+// floats loads a tensor of exactly the dimensions dims, of any type, as
+// float32s in storage order.
+func (l *loader) floats(name string, dims ...int) ([]float32, error) {
+	want := make([]int64, len(dims))
+	n := 1
+	for i, d := range dims {
+		want[i], n = int64(d), n*d
+	}
+	info, r, err := l.shape(name, want...)
 	if err != nil {
 		return nil, err
 	}
@@ -196,40 +205,6 @@ func (l *loader) vector(name string, n int) ([]float32, error) {
 		return nil, err
 	}
 	v, err := quant.Dequantize(make([]float32, 0, n), info.Type, data)
-	if err != nil {
-		return nil, fmt.Errorf("engine: %s: tensor %s: %w", l.tab.where(), name, err)
-	}
-	return v, nil
-}
-
-// floats loads a [cols, rows] tensor of any type as float32s, row by row.
-func (l *loader) floats(name string, cols, rows int) ([]float32, error) {
-	info, r, err := l.shape(name, int64(cols), int64(rows))
-	if err != nil {
-		return nil, err
-	}
-	data, err := l.read(name, r)
-	if err != nil {
-		return nil, err
-	}
-	v, err := quant.Dequantize(make([]float32, 0, cols*rows), info.Type, data)
-	if err != nil {
-		return nil, fmt.Errorf("engine: %s: tensor %s: %w", l.tab.where(), name, err)
-	}
-	return v, nil
-}
-
-// floats3 is floats for a [a, b, c] tensor.
-func (l *loader) floats3(name string, a, b, c int) ([]float32, error) {
-	info, r, err := l.shape(name, int64(a), int64(b), int64(c))
-	if err != nil {
-		return nil, err
-	}
-	data, err := l.read(name, r)
-	if err != nil {
-		return nil, err
-	}
-	v, err := quant.Dequantize(make([]float32, 0, a*b*c), info.Type, data)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %s: tensor %s: %w", l.tab.where(), name, err)
 	}
