@@ -239,3 +239,34 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestMissesAgreeWithReplay: the per-group misses sum to Replay's misses
+// for every policy, and a group's misses never exceed its keys.
+func TestMissesAgreeWithReplay(t *testing.T) {
+	a := randomTrace(rand.New(rand.NewPCG(7, 8)), 4, 30, 6, 800)
+	for _, p := range Policies {
+		for _, c := range []int{0, 1, 12, 60, 120} {
+			res, err := a.Replay(p, c, false, DefaultOptions)
+			if err != nil {
+				t.Fatal(err)
+			}
+			per, err := a.Misses(p, c, DefaultOptions)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sum int64
+			for gi, m := range per {
+				if m < 0 || m > len(a.Groups[gi].Keys) {
+					t.Fatalf("%s/%d: group %d: %d misses of %d keys", p, c, gi, m, len(a.Groups[gi].Keys))
+				}
+				sum += int64(m)
+			}
+			if want := res.Lookups - res.Hits; sum != want {
+				t.Errorf("%s at %d slots: per-group misses sum to %d, Replay counts %d", p, c, sum, want)
+			}
+		}
+	}
+	if _, err := a.Misses("lru", -1, DefaultOptions); err == nil {
+		t.Error("a negative capacity was accepted")
+	}
+}

@@ -28,9 +28,10 @@ const never = math.MaxInt
 // Group is the experts one batch routed to in one layer: the engine's
 // unit of lookup and insertion.
 type Group struct {
-	Step  int      // the trace step of the batch's first position: the policies' clock
-	Layer int      // the MoE layer
-	Keys  []uint64 // distinct keys, in order of first use (position, then rank)
+	Step    int      // the trace step of the batch's first position: the policies' clock
+	Layer   int      // the MoE layer
+	Prefill bool     // the batch was part of a prompt (not one decoded position)
+	Keys    []uint64 // distinct keys, in order of first use (position, then rank)
 	// Next is, per key, the index of the next group that uses it, or
 	// never; Belady reads it.
 	Next []int
@@ -137,7 +138,7 @@ func (a *Accesses) addBatch(step int, batch [][]trace.Record) {
 		for j < len(all) && all[j].Layer == all[i].Layer {
 			j++
 		}
-		g := Group{Step: step, Layer: int(all[i].Layer)}
+		g := Group{Step: step, Layer: int(all[i].Layer), Prefill: all[i].Prefill}
 		seen := map[uint16]bool{}
 		for _, r := range all[i:j] {
 			if !seen[r.Expert] {

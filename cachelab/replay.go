@@ -38,7 +38,7 @@ func (a *Accesses) Replay(name string, capacity int, perLayer bool, o Options) (
 		if err != nil {
 			return Result{}, err
 		}
-		res.Lookups, res.Hits = simulate(a.Groups, capacity, p)
+		res.Lookups, res.Hits = simulate(a.Groups, capacity, p, nil)
 		return res, nil
 	}
 	layers := a.Header.Layers
@@ -55,21 +55,38 @@ func (a *Accesses) Replay(name string, capacity int, perLayer bool, o Options) (
 		if err != nil {
 			return Result{}, err
 		}
-		n, h := simulate(groups, c, p)
+		n, h := simulate(groups, c, p, nil)
 		res.Lookups += n
 		res.Hits += h
 	}
 	return res, nil
 }
 
+// Misses replays the trace through one shared cache of capacity slots,
+// as Replay does, and returns each group's misses: what a planner turns
+// into reads, group by group, since a group's misses are read together.
+func (a *Accesses) Misses(name string, capacity int, o Options) ([]int, error) {
+	if capacity < 0 {
+		return nil, fmt.Errorf("cachelab: capacity %d: want at least 0", capacity)
+	}
+	p, err := newPolicy(name, capacity, o)
+	if err != nil {
+		return nil, err
+	}
+	perGroup := make([]int, len(a.Groups))
+	simulate(a.Groups, capacity, p, perGroup)
+	return perGroup, nil
+}
+
 // simulate replays groups as the engine fetches them: every key looked up
 // first, hits told to the policy in order, then the misses inserted in
 // order, each evicting the policy's victim when the cache is full, unless
-// the policy (Belady) declines to cache it.
-func simulate(groups []Group, capacity int, p policy) (lookups, hits int64) {
+// the policy (Belady) declines to cache it. With perGroup not nil it
+// records each group's misses there.
+func simulate(groups []Group, capacity int, p policy, perGroup []int) (lookups, hits int64) {
 	cached := make(map[uint64]bool, capacity)
 	var misses []int
-	for _, g := range groups {
+	for gi, g := range groups {
 		misses = misses[:0]
 		for i, k := range g.Keys {
 			lookups++
@@ -79,6 +96,9 @@ func simulate(groups []Group, capacity int, p policy) (lookups, hits int64) {
 			} else {
 				misses = append(misses, i)
 			}
+		}
+		if perGroup != nil {
+			perGroup[gi] = len(misses)
 		}
 		if capacity == 0 {
 			continue

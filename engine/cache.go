@@ -28,8 +28,9 @@ type CacheOptions struct {
 	// Buffered turns O_DIRECT off, so reads go through the page cache.
 	Buffered bool
 	// Prefetch turns speculative prefetch on: the next layer's likely
-	// experts are read ahead while a layer computes. Off by default, as it
-	// measured a loss on the development machine (docs/benchmarks.md).
+	// experts are read ahead while a layer computes. Whether it gains
+	// depends on the disk and the model, so it is off unless asked for;
+	// a plan (package planner) asks for it where it measured a gain.
 	Prefetch bool
 }
 

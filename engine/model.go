@@ -202,6 +202,10 @@ func (m *Model) WeightBytes() int64 { return m.mem.bytes }
 // Experts returns the model's expert source.
 func (m *Model) Experts() ExpertSource { return m.experts }
 
+// PackDigest is the xxh3-128 of a pack's pack.json, as resident manifests
+// and plans record it; empty for a GGUF.
+func (m *Model) PackDigest() string { return string(m.packDigest) }
+
 // Threads is the number of compute threads.
 func (m *Model) Threads() int { return m.work.n }
 

@@ -53,6 +53,19 @@ type RouteEvent struct {
 	Margin float32
 }
 
+// TraceTo adapts a trace writer to GenerateOptions.Trace: one trace step
+// per position, its records in the order of the events.
+func TraceTo(w *trace.Writer) func(int, []RouteEvent) error {
+	var recs []trace.Record
+	return func(pos int, ev []RouteEvent) error {
+		recs = recs[:0]
+		for _, e := range ev {
+			recs = append(recs, trace.Record{Layer: uint16(e.Layer), Expert: uint16(e.Expert), Rank: uint8(e.Rank), Prefill: e.Prefill, From: e.From})
+		}
+		return w.Step(pos, recs)
+	}
+}
+
 // EvalStats are a session's compute counters.
 type EvalStats struct {
 	Positions int           `json:"positions"`

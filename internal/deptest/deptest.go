@@ -43,8 +43,9 @@ var Layers = map[string]int{
 
 	"engine": 4,
 
-	"golden": 5,
-	"server": 5,
+	"golden":  5,
+	"planner": 5, // measures a machine and a pack: runs the engine
+	"server":  5,
 
 	"cmd/gguftool/internal/cmdutil":  6, // what every command shares
 	"cmd/gguftool/internal/runflags": 6,

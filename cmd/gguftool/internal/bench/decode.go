@@ -53,7 +53,10 @@ Run 1 starts with an empty expert cache (cold); later runs reuse it
 (warm). Speeds are medians over the runs. For a pack the report adds the
 cache hit rate, bytes read per token, the disk bandwidth of a raw O_DIRECT
 read of the containers, and the I/O bound max(compute, miss bytes ÷
-bandwidth) per token with how close the run came to it.
+bandwidth) per token with how close the run came to it. With --plan the
+report adds the plan's predicted decode speed against the measured one:
+the cold run (which repeats the plan's measuring run when --prompt-tokens
+and -n match it) and the warm median.
 
 llama.cpp needs a GGUF: MODEL itself, or --reference for a pack. Without
 the oracle installed (scripts/llamacpp/install.sh) or with --no-llamacpp,
@@ -106,6 +109,19 @@ type DecodeResult struct {
 	DecodeRatio  float64            `json:"decode_ratio,omitempty"`
 	Stream       *StreamBound       `json:"stream,omitempty"`
 	Experts      engine.SourceStats `json:"experts"`
+	Plan         *PlanCheck         `json:"plan,omitempty"`
+}
+
+// PlanCheck sets a plan's prediction against the decode measured with it.
+// The plan predicts from a cold start (its measuring run's prompt, then
+// decode), which run 1 repeats; warm runs start with the cache run 1 left.
+type PlanCheck struct {
+	File       string  `json:"file"`
+	Predicted  float64 `json:"predicted_tokens_per_second"`
+	DecodeCold float64 `json:"decode_cold"`
+	Decode     float64 `json:"decode"`
+	ColdRatio  float64 `json:"cold_to_predicted"`
+	WarmRatio  float64 `json:"warm_to_predicted"`
 }
 
 // Speeds are tokens/s.
@@ -160,6 +176,11 @@ func benchDecodeRun(ctx context.Context, o *BenchDecodeOptions) error {
 		if res.Stream, err = streamBound(ctx, o.Model, res.Runs[len(res.Runs)-1]); err != nil {
 			return err
 		}
+	}
+	if p := o.Flags.Applied; p != nil {
+		pred := p.Choice.PredictedTokPerS
+		res.Plan = &PlanCheck{File: o.Flags.Plan, Predicted: pred, DecodeCold: res.Ours.DecodeCold, Decode: res.Ours.Decode,
+			ColdRatio: res.Ours.DecodeCold / pred, WarmRatio: res.Ours.Decode / pred}
 	}
 	ref := o.Reference
 	if ref == "" && res.Experts.Source == "resident" {
@@ -274,6 +295,10 @@ func printDecode(w io.Writer, res *DecodeResult, runs int) {
 		fmt.Fprintf(w, "stream     hit rate %.1f%%, %s/token from disk at %.2f GB/s; compute %.1f ms + I/O %.1f ms per token → bound %.1f tok/s; achieved %.1f (%.0f%%)\n",
 			100*s.HitRate, iostreams.HumanBytes(int64(s.BytesPerToken)), s.DiskGBps, 1e3*s.ComputeSeconds, 1e3*s.IOSeconds,
 			s.BoundTokPerS, s.AchievedTokPerS, 100*s.Efficiency)
+	}
+	if p := res.Plan; p != nil {
+		fmt.Fprintf(w, "plan       %s predicted %.1f tok/s; measured cold %.1f (%.2f× predicted), warm %.1f (%.2f×)\n",
+			p.File, p.Predicted, p.DecodeCold, p.ColdRatio, p.Decode, p.WarmRatio)
 	}
 }
 

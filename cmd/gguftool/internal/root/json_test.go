@@ -91,6 +91,7 @@ func TestJSONOutputsCarryTheirSchema(t *testing.T) {
 		{[]string{"inspect", pack}, 0},
 		{[]string{"unpack", pack, "-o", filepath.Join(dir, "unpacked")}, 0},
 		{[]string{"verify", pack}, 0},
+		{[]string{"plan", pack, "--ram", "1GiB", "--prompt-tokens", "2", "-n", "3", "--qd", "1", "--disk-bytes", "64KiB"}, 0},
 		{[]string{"resident-only", pack, "--tier", "native", "-o", filepath.Join(dir, "resident")}, 0},
 		{[]string{"run", model, "--prompt-ids", "1,2", "-n", "2"}, 0},
 		{[]string{"trace", "import", "--format", "dense-u16", "--layers", "2", "--experts", "8", "--top-k", "2", dense, trace}, 0},

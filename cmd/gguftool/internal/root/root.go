@@ -21,6 +21,7 @@ import (
 	goldencmd "github.com/gguftool/gguftool/cmd/gguftool/internal/golden"
 	inspectcmd "github.com/gguftool/gguftool/cmd/gguftool/internal/inspect"
 	packcmd "github.com/gguftool/gguftool/cmd/gguftool/internal/pack"
+	plancmd "github.com/gguftool/gguftool/cmd/gguftool/internal/plan"
 	quantizecmd "github.com/gguftool/gguftool/cmd/gguftool/internal/quantize"
 	residentcmd "github.com/gguftool/gguftool/cmd/gguftool/internal/resident"
 	runcmd "github.com/gguftool/gguftool/cmd/gguftool/internal/run"
@@ -141,6 +142,7 @@ ends the process at once, killed by that signal (shell status 130 or 143).
 		goldencmd.NewCmdGolden(f),
 		tracecmd.NewCmdTrace(f),
 		benchcmd.NewCmdBench(f),
+		plancmd.NewCmdPlan(f, nil),
 	)
 	return root
 }

@@ -143,18 +143,6 @@ type TraceSummary struct {
 	Events int64  `json:"events"`
 }
 
-// TraceTo adapts a trace writer to the runtime's per-position callback.
-func TraceTo(w *trace.Writer) func(int, []engine.RouteEvent) error {
-	var recs []trace.Record
-	return func(pos int, ev []engine.RouteEvent) error {
-		recs = recs[:0]
-		for _, e := range ev {
-			recs = append(recs, trace.Record{Layer: uint16(e.Layer), Expert: uint16(e.Expert), Rank: uint8(e.Rank), Prefill: e.Prefill, From: e.From})
-		}
-		return w.Step(pos, recs)
-	}
-}
-
 // ParseIDs parses "1,2,3": token ids, separated by commas, with spaces
 // allowed around them. An empty id ("1,,2", a trailing comma) is refused
 // with its position, counted from 1.
@@ -210,7 +198,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		g.Stop = tok.EOG()
 	}
 	if traceFile != nil {
-		g.Trace = TraceTo(traceFile.Writer)
+		g.Trace = engine.TraceTo(traceFile.Writer)
 	}
 	var printed string
 	var seen []int

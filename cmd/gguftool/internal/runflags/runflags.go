@@ -12,11 +12,13 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/engine"
 	"github.com/gguftool/gguftool/internal/ioengine"
 	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/planner"
 )
 
 // Model are the flags that say how to open a model.
@@ -30,6 +32,14 @@ type Model struct {
 	ResidentExperts bool
 	ResidentTier    string
 	Prefetch        bool
+	// Plan is a plan file (gguftool plan) whose choice fills in every
+	// flag of these not given on the command line.
+	Plan string
+	// Explicit names the flags given on the command line, recorded only
+	// with --plan: they win over the plan.
+	Explicit map[string]bool
+	// Applied is the plan once Options has read it.
+	Applied *planner.Plan
 }
 
 // Help is the flags' description for a command's Long help.
@@ -42,10 +52,16 @@ limit or MemAvailable after the resident weights and a 512 MiB margin);
 --expert-cache-slots sets a count of experts instead. While a layer's
 experts run, --prefetch applies the next layer's router to the hidden
 state at hand and reads ahead the experts it would pick (speculative
-prefetch; off by default, as it measured a loss here, and it pauses by
-itself while fewer than half its guesses are used). The logits are the
+prefetch). Whether that gains depends on the disk and the model: it is off
+by default, gguftool plan measures it and turns it on in a plan where it
+is faster, and it pauses by itself while fewer than half its guesses are
+used. The logits are the
 same bit for bit whatever the cache, policy, prefetch, I/O backend or
 thread count.
+--plan FILE applies a plan made by gguftool plan for this pack: its
+resident tier, expert cache, policy, prefetch and threads, except where a
+flag is given on the command line (flags win; the plan wins over the
+$GGUFTOOL_ variables). A plan made for another pack is refused.
 --resident-tier takes a resident tier's GGUF, its manifest
 (LABEL.resident.json), or its label alone, found as LABEL.resident.json in
 $GGUFTOOL_RESIDENT_TIERS, the current directory, the model's directory or
@@ -75,6 +91,18 @@ func (m *Model) Register(cmd *cobra.Command) {
 	fl.BoolVar(&m.ResidentExperts, "resident-experts", false, "pack: load every expert into RAM (the oracle for streaming)")
 	fl.BoolVar(&m.Prefetch, "prefetch", false, "pack: read ahead the experts the next layer's router would pick from the current hidden state")
 	fl.StringVar(&m.ResidentTier, "resident-tier", "", "non-expert weights from a resident tier (gguftool resident-only): its label, manifest or GGUF")
+	fl.StringVar(&m.Plan, "plan", "", "pack: apply a plan (gguftool plan) to the flags not given")
+	prev := cmd.PreRunE
+	cmd.PreRunE = func(c *cobra.Command, args []string) error {
+		if m.Plan != "" {
+			m.Explicit = map[string]bool{}
+			fl.Visit(func(f *pflag.Flag) { m.Explicit[f.Name] = true })
+		}
+		if prev != nil {
+			return prev(c, args)
+		}
+		return nil
+	}
 	_ = cmd.RegisterFlagCompletionFunc("cache-policy", cobra.FixedCompletions(engine.Policies, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("io", cobra.FixedCompletions(ioBackends, cobra.ShellCompDirectiveNoFileComp))
 }
@@ -86,6 +114,9 @@ var ioBackends = []string{ioengine.Auto.String(), ioengine.Uring.String(), ioeng
 // this process may use (GOMAXPROCS) are clamped to them: more threads than
 // CPUs only take turns on them, and every decode step waits for the last.
 func (m *Model) Options() (engine.Options, error) {
+	if _, err := m.applyPlan(); err != nil {
+		return engine.Options{}, err
+	}
 	o := engine.Options{Threads: m.Threads, ResidentExperts: m.ResidentExperts, Resident: m.ResidentTier}
 	if m.Threads < 0 {
 		return o, cmdutil.FlagErrorf("--threads %d: must be ≥ 0", m.Threads)
@@ -135,6 +166,11 @@ func (m *Model) OpenNoting(path string, note func(string)) (*engine.Model, error
 	if err != nil {
 		return nil, err
 	}
+	if p := m.Applied; p != nil && p.PackDigest != em.PackDigest() {
+		em.Close()
+		return nil, fmt.Errorf("--plan %s was made for pack %s (pack.json %s), not for %s: make one for it with gguftool plan",
+			m.Plan, p.Pack, p.PackDigest, path)
+	}
 	if m.Threads > o.Threads {
 		note(fmt.Sprintf("--threads %d is more than the %d CPUs this process may use (GOMAXPROCS): using %d",
 			m.Threads, o.Threads, o.Threads))
@@ -143,6 +179,45 @@ func (m *Model) OpenNoting(path string, note func(string)) (*engine.Model, error
 		note(n)
 	}
 	return em, nil
+}
+
+// applyPlan reads --plan once and fills in, from its choice, every flag
+// not given on the command line; it returns the plan (nil without
+// --plan).
+func (m *Model) applyPlan() (*planner.Plan, error) {
+	if m.Plan == "" || m.Applied != nil {
+		return m.Applied, nil
+	}
+	p, err := planner.Read(m.Plan)
+	if err != nil {
+		return nil, err
+	}
+	c := p.Choice
+	unset := func(names ...string) bool {
+		for _, n := range names {
+			if m.Explicit[n] {
+				return false
+			}
+		}
+		return true
+	}
+	if unset("threads") {
+		m.Threads = c.Threads
+	}
+	if unset("expert-cache", "expert-cache-slots") {
+		m.ExpertCache, m.ExpertSlots = strconv.FormatInt(c.ExpertCacheBytes, 10), 0
+	}
+	if unset("cache-policy") {
+		m.Policy = c.Policy
+	}
+	if unset("prefetch") {
+		m.Prefetch = c.Prefetch
+	}
+	if unset("resident-tier") && c.ResidentTier != "" {
+		m.ResidentTier = c.ResidentTier
+	}
+	m.Applied = p
+	return p, nil
 }
 
 // Describe is a one-line account of where experts came from.

@@ -2,7 +2,10 @@ package runflags
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -14,6 +17,7 @@ import (
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
 	"github.com/gguftool/gguftool/engine"
 	"github.com/gguftool/gguftool/internal/ioengine"
+	"github.com/gguftool/gguftool/planner"
 )
 
 // parse registers the flags on a bare command and parses argv.
@@ -160,5 +164,48 @@ func TestOpenNotes(t *testing.T) {
 			t.Errorf("%s: %d threads, %d slots; want %d, %d", tc.args, em.Threads(), em.Experts().Stats().CacheSlots, tc.threads, tc.slots)
 		}
 		em.Close()
+	}
+}
+
+// TestPlanFillsUnsetFlags: --plan fills in what the command line leaves
+// unset, from the plan's choice, and what it sets wins; a plan that does
+// not parse is refused before anything opens.
+func TestPlanFillsUnsetFlags(t *testing.T) {
+	cmdtest.UnsetEnv(t)
+	t.Setenv("GGUFTOOL_CACHE_POLICY", "lfu")
+	path := filepath.Join(t.TempDir(), "p.json")
+	p := &planner.Plan{Schema: planner.Schema, Pack: "/x.pack", PackDigest: "ab", Candidates: []planner.Candidate{{}},
+		Choice: planner.Choice{ResidentTier: "/t/q8_0.resident.json", ExpertCacheBytes: 3 << 20, Policy: "lfru", Prefetch: true, Threads: 1}}
+	if err := p.Write(path); err != nil {
+		t.Fatal(err)
+	}
+	options := func(argv string) (engine.Options, error) {
+		var m Model
+		var got engine.Options
+		var err error
+		cmd := &cobra.Command{Use: "x", RunE: func(*cobra.Command, []string) error { got, err = m.Options(); return nil }}
+		m.Register(cmd)
+		cmd.SetArgs(strings.Fields(argv))
+		if e := cmd.Execute(); e != nil {
+			t.Fatal(e)
+		}
+		return got, err
+	}
+	got, err := options("--plan " + path)
+	want := engine.Options{Threads: 1, Resident: "/t/q8_0.resident.json",
+		Cache: engine.CacheOptions{Policy: "lfru", Backend: ioengine.Auto, Bytes: 3 << 20, Prefetch: true}}
+	if err != nil || !cmp.Equal(got, want) {
+		t.Errorf("plan alone: %v\n%s", err, cmp.Diff(want, got))
+	}
+	got, err = options("--plan " + path + " --expert-cache-slots 5 --cache-policy lru --prefetch=false --resident-tier q4_k_m -t 1")
+	want = engine.Options{Threads: 1, Resident: "q4_k_m", Cache: engine.CacheOptions{Policy: "lru", Backend: ioengine.Auto, Slots: 5}}
+	if err != nil || !cmp.Equal(got, want) {
+		t.Errorf("flags over the plan: %v\n%s", err, cmp.Diff(want, got))
+	}
+	if err := os.WriteFile(path, []byte(`{"schema":"gguftool.plan/v1"`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := options("--plan " + path); !errors.Is(err, planner.ErrInvalid) || !strings.Contains(err.Error(), path) {
+		t.Errorf("a damaged plan: %v", err)
 	}
 }
