@@ -43,8 +43,9 @@ type Options struct {
 	Now func() time.Time
 }
 
-// prefetchGain is how much faster a measured decode with prefetch must be
-// before the plan turns it on: the two runs' noise on a quiet machine.
+// prefetchGain is how much faster each measured decode with prefetch must
+// be than the one before it without, for the plan to turn it on: the
+// noise between two runs on a quiet machine.
 const prefetchGain = 1.05
 
 // Make measures the machine and the pack and returns the plan.
@@ -124,9 +125,9 @@ func (p *Plan) choose(i, threads int) {
 	p.Choice = Choice{ResidentTier: c.Tier.Manifest, TierLabel: c.Tier.Label, ExpertCacheBytes: c.CacheBytes, Policy: c.Policy,
 		Threads: threads, Candidate: i, PredictedTokPerS: c.PredictedTokPerS, BeladyTokPerS: c.BeladyTokPerS,
 		ComputeBoundTokPerS: 1 / p.Compute.SecondsPerToken}
-	if pf := p.Prefetch; pf.OffTokPerS > 0 && pf.OnTokPerS > pf.OffTokPerS*prefetchGain {
+	if pf := p.Prefetch; pf.Gains && pf.OffTokPerS > 0 {
 		p.Choice.Prefetch = true
-		p.Choice.PredictedTokPerS *= pf.OnTokPerS / pf.OffTokPerS
+		p.Choice.PredictedTokPerS *= pf.MinGain
 	}
 }
 
@@ -137,27 +138,53 @@ type measured struct {
 	trace         []byte
 }
 
-// measure decodes from a cold cache twice, with prefetch off (recording
-// the routing) and on, with a cache of cacheBytes, and records the compute time per token and the prefetch test.
+// prefetchPairs is how many times the measuring decode runs with
+// prefetch off and then on: a gain must show in every pair, so one noisy
+// run cannot turn prefetch on.
+const prefetchPairs = 2
+
+// measure decodes from a cold cache prefetchPairs times with prefetch off
+// and on, alternating, with a cache of cacheBytes. The first run records
+// the routing (which the cache cannot change). The compute time per token
+// is the least of the runs with prefetch off.
 func (p *Plan) measure(ctx context.Context, o Options, cacheBytes int64, say func(string, ...any)) (measured, error) {
 	var out measured
 	var routing bytes.Buffer
-	say("measuring run: %d prompt tokens, %d decoded, prefetch off", o.PromptTokens, o.Tokens)
-	off, _, err := measuringRun(ctx, o, cacheBytes, false, &routing, &out)
-	if err != nil {
-		return out, err
+	p.Compute = Compute{Threads: o.Threads, PromptTokens: o.PromptTokens}
+	var guessed, used uint64
+	gains := true
+	for pair := range prefetchPairs {
+		say("measuring run %d of %d: %d prompt tokens, %d decoded, prefetch off", 2*pair+1, 2*prefetchPairs, o.PromptTokens, o.Tokens)
+		w := io.Discard
+		if pair == 0 {
+			w = &routing
+		}
+		off, _, err := measuringRun(ctx, o, cacheBytes, false, w, &out)
+		if err != nil {
+			return out, err
+		}
+		say("measuring run %d of %d: prefetch on", 2*pair+2, 2*prefetchPairs)
+		on, st, err := measuringRun(ctx, o, cacheBytes, true, io.Discard, &out)
+		if err != nil {
+			return out, err
+		}
+		steps := float64(max(1, off.GeneratedTokens-1))
+		compute := max(1e-9, off.DecodeSeconds-off.Decode.IOWait.Seconds()) / steps
+		if pair == 0 || compute < p.Compute.SecondsPerToken {
+			p.Compute.SecondsPerToken, p.Compute.DecodeTokPerS, p.Compute.Tokens = compute, off.DecodeTokPerS, off.GeneratedTokens
+		}
+		p.Prefetch.OffTokPerS += off.DecodeTokPerS / prefetchPairs
+		p.Prefetch.OnTokPerS += on.DecodeTokPerS / prefetchPairs
+		gain := on.DecodeTokPerS / off.DecodeTokPerS
+		if pair == 0 || gain < p.Prefetch.MinGain {
+			p.Prefetch.MinGain = gain
+		}
+		gains = gains && gain > prefetchGain
+		guessed, used = guessed+st.PrefetchGuessed, used+st.PrefetchGuessedUsed
 	}
+	p.Prefetch.Pairs, p.Prefetch.Gains = prefetchPairs, gains
+	p.Prefetch.Precision = ratio(int64(used), int64(guessed))
 	out.trace = routing.Bytes()
-	say("measuring run: prefetch on")
-	on, st, err := measuringRun(ctx, o, cacheBytes, true, io.Discard, &out)
-	if err != nil {
-		return out, err
-	}
-	steps := float64(max(1, off.GeneratedTokens-1))
-	p.Compute = Compute{Threads: o.Threads, PromptTokens: o.PromptTokens, Tokens: off.GeneratedTokens, DecodeTokPerS: off.DecodeTokPerS,
-		SecondsPerToken: max(1e-9, off.DecodeSeconds-off.Decode.IOWait.Seconds()) / steps}
-	p.Prefetch = PrefetchTest{OffTokPerS: off.DecodeTokPerS, OnTokPerS: on.DecodeTokPerS,
-		Precision: ratio(int64(st.PrefetchGuessedUsed), int64(st.PrefetchGuessed))}
 	return out, nil
 }
 

@@ -79,11 +79,18 @@ type Compute struct {
 }
 
 // PrefetchTest is the measured decode with speculative prefetch off and
-// on, from the same cold cache.
+// on, alternating, each from a cold cache.
 type PrefetchTest struct {
-	OffTokPerS float64 `json:"off_tokens_per_second"`
+	Pairs      int     `json:"pairs"`
+	OffTokPerS float64 `json:"off_tokens_per_second"` // mean over the pairs
 	OnTokPerS  float64 `json:"on_tokens_per_second"`
-	Precision  float64 `json:"precision"` // guesses used ÷ guesses read
+	// Gains is whether every pair's run with prefetch was faster than
+	// the run without by the margin (5 %).
+	Gains bool `json:"gains"`
+	// MinGain is the least of the pairs' on ÷ off speeds: what a plan
+	// with prefetch multiplies its prediction by.
+	MinGain   float64 `json:"min_gain"`
+	Precision float64 `json:"precision"` // guesses used ÷ guesses read
 }
 
 // TraceInfo says where the routing came from.

@@ -7,9 +7,10 @@
 # before each. Needs root (cgroup and drop_caches) and the oracle
 # (scripts/llamacpp/install.sh).
 #
-#   scripts/bench/cgroup-decode.sh MODEL.gguf MODEL.pack [LIMIT_BYTES] [TOKENS] [THREADS]
+#   scripts/bench/cgroup-decode.sh MODEL.gguf MODEL.pack [LIMIT_BYTES] [TOKENS] [THREADS] [GGUFTOOL_FLAGS]
 #
-# LIMIT defaults to half the GGUF's size. Prints one JSON line per run and
+# LIMIT defaults to half the GGUF's size. GGUFTOOL_FLAGS are added to
+# gguftool's command line ("--prefetch", "--plan FILE"). Prints one JSON line per run and
 # the ratio.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,6 +19,7 @@ size=$(stat -c %s "$gguf")
 limit=${3:-$((size / 2))}
 tokens=${4:-16}
 threads=${5:-2}
+read -r -a extra <<< "${6:-}"
 prompt=8
 
 parent=/sys/fs/cgroup/memory$(awk -F: '$2=="memory"{print $3}' /proc/self/cgroup)
@@ -41,7 +43,7 @@ run() {
 }
 
 ours=$(run gguftool /tmp/gguftool-cgroup-bench bench decode "$pack" --prompt-tokens $prompt -n "$tokens" --runs 1 \
-  --threads "$threads" --expert-cache auto --no-llamacpp --json -q)
+  --threads "$threads" --expert-cache auto --no-llamacpp --json -q "${extra[@]}")
 echo "$ours"
 peer=$(run llamacpp "$oracle" --bins "$bins" --cpu best --threads "$threads" --kv f16 "$gguf" bench \
   --prompt-tokens $prompt -n "$tokens" --mmap)

@@ -53,8 +53,9 @@ It measures, in this order:
            many reads, each waited for, as the runtime reads a layer's
            misses), about --disk-bytes each
   compute  a decode of -n tokens after a --prompt-tokens prompt from a cold
-           cache: the time per token without its I/O wait; the same again
-           with speculative prefetch, to see whether prefetch gains here
+           cache: the time per token without its I/O wait (the least of
+           two runs); each run followed by the same with speculative
+           prefetch, to see whether prefetch gains here
   routing  the experts that decode chose (or --trace, recorded with run
            --trace on this model, or imported with its shape)
 
@@ -67,7 +68,8 @@ token is predicted to take its compute time plus, per layer, its misses
 read as one wave at the bandwidth measured at that queue depth. The plan
 picks the fastest prediction, or, among those within --tolerance of it,
 the largest resident tier (which costs the least quality). Prefetch is on
-in the plan only if it measured at least 5% faster.
+in the plan only if both runs with it were at least 5% faster than the
+run without it just before.
 
 The plan goes to -o (default: PACK.plan.json beside the pack), published
 atomically, replacing an earlier plan there. The report says the
@@ -196,8 +198,13 @@ func printPlan(w io.Writer, p *planner.Plan, path string) {
 	for _, pt := range p.Disk.Points {
 		fmt.Fprintf(w, " qd %d %.2f GB/s;", pt.QueueDepth, pt.GBps)
 	}
-	fmt.Fprintf(w, "\ncompute %.1f ms per token at %d threads; prefetch measured %.1f tok/s off, %.1f on (%.0f%% of guesses used)\n",
-		1e3*p.Compute.SecondsPerToken, p.Compute.Threads, p.Prefetch.OffTokPerS, p.Prefetch.OnTokPerS, 100*p.Prefetch.Precision)
+	pf := p.Prefetch
+	verdict := "not faster in every pair: off"
+	if pf.Gains {
+		verdict = "faster in every pair: on"
+	}
+	fmt.Fprintf(w, "\ncompute %.1f ms per token at %d threads; prefetch %.1f tok/s off, %.1f on (means of %d pairs, %.0f%% of guesses used; %s)\n",
+		1e3*p.Compute.SecondsPerToken, p.Compute.Threads, pf.OffTokPerS, pf.OnTokPerS, pf.Pairs, 100*pf.Precision, verdict)
 	fmt.Fprintf(w, "routing: %s, %d positions, %d decoded\n\n", p.Trace.Source, p.Trace.Steps, p.Trace.DecodeSteps)
 	fmt.Fprintf(w, "%-12s %12s %8s %8s %8s %12s %10s %10s\n", "tier", "cache", "policy", "hits", "belady", "miss/token", "tok/s", "belady")
 	for i, k := range p.Candidates {
