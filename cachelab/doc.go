@@ -1,6 +1,8 @@
-// Package cachelab replays routing traces (package trace) through
-// expert-cache eviction policies, offline, to compare their hit rates
-// against Belady's optimum at any capacity.
+// Package cachelab holds the expert-cache eviction policies and replays
+// routing traces (package trace) through them, offline, to compare their
+// hit rates against Belady's optimum at any capacity. The online ones
+// (Online: lru, lfu, lfru) are what the engine's expert cache evicts with
+// (NewPolicy), so a replay and the engine run the same code.
 //
 // # What a replay models
 //

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -65,7 +66,7 @@ func newPolicy(name string, capacity int, o Options) (policy, error) {
 	return nil, fmt.Errorf("cachelab: unknown policy %q (have %s)", name, strings.Join(Policies, ", "))
 }
 
-// lru evicts the least recently used entry (engine/policy.go's lru).
+// lru evicts the least recently used entry.
 type lru struct {
 	order *list.List // front = most recent
 	at    map[uint64]*list.Element
@@ -82,8 +83,8 @@ func (p *lru) removed(k uint64) {
 }
 
 // lfu evicts the entry used least often since it was inserted, the least
-// recently used among equals (engine/policy.go's lfu): its clock counts
-// the policy's events, so no two entries tie.
+// recently used among equals: its clock counts the policy's events, so no
+// two entries tie.
 type lfu struct {
 	clock uint64
 	use   map[uint64]*lfuEntry
@@ -115,9 +116,11 @@ func leastFrequent(m map[uint64]*lfuEntry) uint64 {
 	return best
 }
 
-// lfru is engine/policy.go's lfru: a privileged LRU half for entries used
-// again since they came in, and an unprivileged LFU part, evicted first,
-// for entries seen once.
+// lfru splits the cache in two: a privileged part run as LRU for entries
+// used again since they came in, and an unprivileged part run as LFU for
+// entries seen once. New entries enter unprivileged and evictions come
+// from there first, so one long scan of cold experts cannot flush the
+// experts every token uses.
 type lfru struct {
 	privCap int
 	priv    *lru
@@ -156,3 +159,47 @@ func (p *lfru) removed(k uint64) {
 	}
 	delete(p.unpriv, k)
 }
+
+// Online are the policies a running cache can use: those that need no
+// knowledge of the future and no clock, the ones the engine offers.
+var Online = []string{"lru", "lfu", "lfru"}
+
+// Policy is one of the Online policies as a cache drives it: the engine's
+// expert cache evicts with these, so the lab's replay and the engine
+// choose the same victims by construction.
+type Policy struct {
+	name string
+	p    policy
+}
+
+// NewPolicy returns the Online policy name (case-insensitive; "" is lru)
+// for a cache of capacity entries.
+func NewPolicy(name string, capacity int) (*Policy, error) {
+	n := strings.ToLower(name)
+	if n == "" {
+		n = "lru"
+	}
+	if !slices.Contains(Online, n) {
+		return nil, fmt.Errorf("unknown cache policy %q (have %s)", name, strings.Join(Online, ", "))
+	}
+	p, err := newPolicy(n, capacity, DefaultOptions)
+	if err != nil {
+		return nil, err
+	}
+	return &Policy{name: n, p: p}, nil
+}
+
+// Name is the policy's name, lower case.
+func (p *Policy) Name() string { return p.name }
+
+// Hit records that k was served from the cache.
+func (p *Policy) Hit(k uint64) { p.p.hit(k, use{}) }
+
+// Inserted records that k was added.
+func (p *Policy) Inserted(k uint64) { p.p.inserted(k, use{}) }
+
+// Victim is the entry to evict; the cache must not be empty.
+func (p *Policy) Victim() uint64 { return p.p.victim(0) }
+
+// Removed records that k was evicted.
+func (p *Policy) Removed(k uint64) { p.p.removed(k) }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gguftool/gguftool/cachelab"
+
 	"github.com/gguftool/gguftool/internal/ioengine"
 	"github.com/gguftool/gguftool/internal/iostreams"
 )
@@ -89,15 +91,15 @@ type expertCache struct {
 	slots    int
 	stride   int
 	at       map[uint64]*ioengine.Buffer
-	policy   policy
+	policy   *cachelab.Policy
 	evicted  uint64
 	inserted uint64
 }
 
 func newExpertCache(slots int, stride int64, policyName string) (*expertCache, error) {
-	p, err := newPolicy(policyName, slots)
+	p, err := cachelab.NewPolicy(policyName, slots)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("engine: %w", err)
 	}
 	c := &expertCache{slots: slots, stride: int(stride), at: map[uint64]*ioengine.Buffer{}, policy: p}
 	if slots > 0 {
@@ -114,7 +116,7 @@ func (c *expertCache) get(k uint64) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	c.policy.hit(k)
+	c.policy.Hit(k)
 	return b.Bytes()[:c.stride], true
 }
 
@@ -131,10 +133,10 @@ func (c *expertCache) put(k uint64, rec []byte) {
 	}
 	var b *ioengine.Buffer
 	if len(c.at) >= c.slots {
-		old := c.policy.victim()
+		old := c.policy.Victim()
 		b = c.at[old]
 		delete(c.at, old)
-		c.policy.removed(old)
+		c.policy.Removed(old)
 		c.evicted++
 	} else {
 		var err error
@@ -144,7 +146,7 @@ func (c *expertCache) put(k uint64, rec []byte) {
 	}
 	copy(b.Bytes(), rec)
 	c.at[k] = b
-	c.policy.inserted(k)
+	c.policy.Inserted(k)
 	c.inserted++
 }
 

@@ -179,7 +179,7 @@ func openPackExperts(p *container.OpenPack, h *Hparams, o CacheOptions) (*packEx
 		return nil, err
 	}
 	ps.stats = SourceStats{Source: "pack", CacheSlots: slots, CacheBytes: int64(slots) * stride,
-		Policy: ps.cache.policy.name(), RecordSize: stride}
+		Policy: ps.cache.policy.Name(), RecordSize: stride}
 	return ps, nil
 }
 

@@ -146,7 +146,7 @@ const prefetchPairs = 2
 // measure decodes from a cold cache prefetchPairs times with prefetch off
 // and on, alternating, with a cache of cacheBytes. The first run records
 // the routing (which the cache cannot change). The compute time per token
-// is the least of the runs with prefetch off.
+// is the mean of the runs with prefetch off.
 func (p *Plan) measure(ctx context.Context, o Options, cacheBytes int64, say func(string, ...any)) (measured, error) {
 	var out measured
 	var routing bytes.Buffer
@@ -170,9 +170,9 @@ func (p *Plan) measure(ctx context.Context, o Options, cacheBytes int64, say fun
 		}
 		steps := float64(max(1, off.GeneratedTokens-1))
 		compute := max(1e-9, off.DecodeSeconds-off.Decode.IOWait.Seconds()) / steps
-		if pair == 0 || compute < p.Compute.SecondsPerToken {
-			p.Compute.SecondsPerToken, p.Compute.DecodeTokPerS, p.Compute.Tokens = compute, off.DecodeTokPerS, off.GeneratedTokens
-		}
+		p.Compute.SecondsPerToken += compute / prefetchPairs
+		p.Compute.DecodeTokPerS += off.DecodeTokPerS / prefetchPairs
+		p.Compute.Tokens = off.GeneratedTokens
 		p.Prefetch.OffTokPerS += off.DecodeTokPerS / prefetchPairs
 		p.Prefetch.OnTokPerS += on.DecodeTokPerS / prefetchPairs
 		gain := on.DecodeTokPerS / off.DecodeTokPerS

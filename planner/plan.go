@@ -69,7 +69,7 @@ type Choice struct {
 	ComputeBoundTokPerS float64 `json:"compute_bound_tokens_per_second"`
 }
 
-// Compute is the measuring run's decode.
+// Compute is the measuring runs' decode with prefetch off (means).
 type Compute struct {
 	Threads         int     `json:"threads"`
 	PromptTokens    int     `json:"prompt_tokens"`

@@ -53,7 +53,7 @@ It measures, in this order:
            many reads, each waited for, as the runtime reads a layer's
            misses), about --disk-bytes each
   compute  a decode of -n tokens after a --prompt-tokens prompt from a cold
-           cache: the time per token without its I/O wait (the least of
+           cache: the time per token without its I/O wait (the mean of
            two runs); each run followed by the same with speculative
            prefetch, to see whether prefetch gains here
   routing  the experts that decode chose (or --trace, recorded with run

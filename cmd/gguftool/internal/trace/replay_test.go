@@ -122,8 +122,9 @@ func loadTrace(t *testing.T, path string) *cachelab.Accesses {
 
 // TestReplayAgreesWithEngine: for each of the engine's policies and a
 // cache smaller than a token's experts, about a quarter and about half of
-// them, cachelab's copy of the policy finds exactly as many hits as the
-// engine (engine/policy.go) recorded in its trace.
+// them, the replay finds exactly as many hits as the engine recorded in
+// its trace: the same policy code, driven in the engine's order of
+// lookups and insertions.
 func TestReplayAgreesWithEngine(t *testing.T) {
 	if cachelab.PrefillBatch != engine.MaxBatch {
 		t.Fatalf("cachelab.PrefillBatch %d, engine.MaxBatch %d", cachelab.PrefillBatch, engine.MaxBatch)
