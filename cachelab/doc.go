@@ -1,7 +1,7 @@
 // Package cachelab holds the expert-cache eviction policies and replays
 // routing traces (package trace) through them, offline, to compare their
 // hit rates against Belady's optimum at any capacity. The online ones
-// (Online: lru, lfu, lfru) are what the engine's expert cache evicts with
+// (Online: all but Belady) are what the engine's expert cache evicts with
 // (NewPolicy), so a replay and the engine run the same code.
 //
 // # What a replay models
@@ -12,8 +12,8 @@
 // misses, each evicting the policy's victim when the cache is full. A
 // batch is one decode position, or a run of prefill positions of at most
 // PrefillBatch. Load rebuilds exactly these groups from a trace, and every
-// policy is replayed on them, so the engine's policies (lru, lfu, lfru)
-// reproduce the hits the engine itself recorded on the same trace.
+// policy is replayed on them, so the engine's policies reproduce the hits
+// the engine itself recorded on the same trace.
 //
 // # Promises
 //

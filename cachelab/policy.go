@@ -8,8 +8,8 @@ import (
 	"strings"
 )
 
-// Policies are the policies Replay knows, the engine's three first and
-// Belady's offline optimum last.
+// Policies are the policies Replay knows: the Online ones, which the
+// engine offers, and Belady's offline optimum last.
 var Policies = []string{"lru", "lfu", "lfru", "window", "decay", "stale", "belady"}
 
 // Options tune the policies that take a parameter.
@@ -160,20 +160,23 @@ func (p *lfru) removed(k uint64) {
 	delete(p.unpriv, k)
 }
 
-// Online are the policies a running cache can use: those that need no
-// knowledge of the future and no clock, the ones the engine offers.
-var Online = []string{"lru", "lfu", "lfru"}
+// Online are the policies a running cache can use: every one but Belady,
+// which reads the future. The engine's expert cache offers exactly these.
+var Online = []string{"lru", "lfu", "lfru", "window", "decay", "stale"}
 
 // Policy is one of the Online policies as a cache drives it: the engine's
 // expert cache evicts with these, so the lab's replay and the engine
-// choose the same victims by construction.
+// choose the same victims by construction. The clock t is in tokens: the
+// first position of the batch being looked up, counted from the cache's
+// first batch, as a trace's steps are.
 type Policy struct {
 	name string
 	p    policy
 }
 
 // NewPolicy returns the Online policy name (case-insensitive; "" is lru)
-// for a cache of capacity entries.
+// for a cache of capacity entries, with DefaultOptions' window and
+// half-life.
 func NewPolicy(name string, capacity int) (*Policy, error) {
 	n := strings.ToLower(name)
 	if n == "" {
@@ -192,14 +195,14 @@ func NewPolicy(name string, capacity int) (*Policy, error) {
 // Name is the policy's name, lower case.
 func (p *Policy) Name() string { return p.name }
 
-// Hit records that k was served from the cache.
-func (p *Policy) Hit(k uint64) { p.p.hit(k, use{}) }
+// Hit records that k was served from the cache at time t.
+func (p *Policy) Hit(k uint64, t int64) { p.p.hit(k, use{t: t}) }
 
-// Inserted records that k was added.
-func (p *Policy) Inserted(k uint64) { p.p.inserted(k, use{}) }
+// Inserted records that k was added at time t.
+func (p *Policy) Inserted(k uint64, t int64) { p.p.inserted(k, use{t: t}) }
 
-// Victim is the entry to evict; the cache must not be empty.
-func (p *Policy) Victim() uint64 { return p.p.victim(0) }
+// Victim is the entry to evict at time t; the cache must not be empty.
+func (p *Policy) Victim(t int64) uint64 { return p.p.victim(t) }
 
 // Removed records that k was evicted.
 func (p *Policy) Removed(k uint64) { p.p.removed(k) }

@@ -21,7 +21,7 @@ type CacheOptions struct {
 	// Auto sizes the cache from the memory available (AutoCacheBytes),
 	// when neither Bytes nor Slots is set.
 	Auto bool
-	// Policy is the eviction policy: lru (default), lfu or lfru.
+	// Policy is the eviction policy, one of Policies (lru by default).
 	Policy string
 	// Backend is the I/O backend (auto, uring, pread).
 	Backend ioengine.Backend
@@ -92,6 +92,9 @@ type expertCache struct {
 	stride   int
 	at       map[uint64]*ioengine.Buffer
 	policy   *cachelab.Policy
+	// clock is the policies' time in tokens: the first position of the
+	// batch being fetched, counted over every batch the model has run.
+	clock int64
 	evicted  uint64
 	inserted uint64
 }
@@ -116,7 +119,7 @@ func (c *expertCache) get(k uint64) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	c.policy.Hit(k)
+	c.policy.Hit(k, c.clock)
 	return b.Bytes()[:c.stride], true
 }
 
@@ -133,7 +136,7 @@ func (c *expertCache) put(k uint64, rec []byte) {
 	}
 	var b *ioengine.Buffer
 	if len(c.at) >= c.slots {
-		old := c.policy.Victim()
+		old := c.policy.Victim(c.clock)
 		b = c.at[old]
 		delete(c.at, old)
 		c.policy.Removed(old)
@@ -146,7 +149,7 @@ func (c *expertCache) put(k uint64, rec []byte) {
 	}
 	copy(b.Bytes(), rec)
 	c.at[k] = b
-	c.policy.Inserted(k)
+	c.policy.Inserted(k, c.clock)
 	c.inserted++
 }
 

@@ -42,6 +42,19 @@ type packExperts struct {
 	prefetch  bool             // read guesses ahead (CacheOptions.Prefetch)
 	pf        [2]prefetchState // by layer parity
 	precision float64          // moving average of the guesses' precision
+	positions int64            // evaluated over every batch so far: the cache's clock
+}
+
+// batchClock is an expert source whose cache keeps time in tokens, as a
+// trace does: the session announces each batch's positions before
+// fetching for it.
+type batchClock interface{ startBatch(positions int) }
+
+// startBatch sets the cache's clock to the batch's first position,
+// counted over every batch this model has run, whatever the session.
+func (ps *packExperts) startBatch(positions int) {
+	ps.cache.clock = ps.positions
+	ps.positions += int64(positions)
 }
 
 // expertPart is one kind of per-expert tensor a pack's records may hold.

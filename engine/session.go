@@ -149,6 +149,9 @@ func (s *Session) forward(ctx context.Context, tokens []int, last, all bool) ([]
 		}
 	}
 	buf := make([]float32, T*D)
+	if c, ok := m.experts.(batchClock); ok {
+		c.startBatch(T)
+	}
 	if err := s.layers(ctx, x, buf, T); err != nil {
 		return nil, err
 	}

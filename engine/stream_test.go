@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -392,5 +393,34 @@ func TestPrefetch(t *testing.T) {
 				t.Errorf("%s: nothing guessed", name)
 			}
 		}
+	}
+}
+
+// TestCacheClockCountsEveryBatch: the cache policies' clock is the first
+// position of each batch counted over every session of the model, so a
+// new session never takes the window, decay and stale policies back in
+// time.
+func TestCacheClockCountsEveryBatch(t *testing.T) {
+	_, pack := testModel(t, "qwen3moe", gguf.TypeQ8_0, nil)
+	m := open(t, pack, Options{Cache: CacheOptions{Slots: 4, Policy: "window"}})
+	ps := m.experts.(*packExperts)
+	ctx := context.Background()
+	var clocks []int64
+	for range 2 {
+		s, err := m.NewSession(16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Eval(ctx, []int{1, 2, 3}, false); err != nil {
+			t.Fatal(err)
+		}
+		clocks = append(clocks, ps.cache.clock)
+		if _, err := s.Eval(ctx, []int{4}, false); err != nil {
+			t.Fatal(err)
+		}
+		clocks = append(clocks, ps.cache.clock)
+	}
+	if want := []int64{0, 3, 4, 7}; !slices.Equal(clocks, want) {
+		t.Errorf("clock at each batch %v, want %v", clocks, want)
 	}
 }

@@ -80,10 +80,11 @@ ceiling, and the best online policy with its ratio to Belady
 
 The replay fetches as the engine does: per batch (a decode position, or up to
 512 prefill positions) and layer, every distinct expert is looked up, then
-the misses are inserted. Policies (--policy, comma-separated, or "all"):
-  lru     least recently used (the engine's)
-  lfu     least frequently used since insertion, LRU among equals (the engine's)
-  lfru    LRU for re-used experts, LFU for experts seen once (the engine's)
+the misses are inserted. Policies (--policy, comma-separated, or "all"; all
+but belady are also run's and serve's --cache-policy):
+  lru     least recently used
+  lfu     least frequently used since insertion, LRU among equals
+  lfru    LRU for re-used experts, LFU for experts seen once
   window  fewest uses in the last --window tokens, LRU among equals
   decay   lowest decayed frequency, sum of 0.5^(age/--halflife)
   stale   longest idle relative to its own mean reuse interval
