@@ -87,14 +87,14 @@ func cacheSize(o CacheOptions, stride, records, resident int64, memory func() (M
 // slots of one record each. Its memory is mapped at startup but each slot
 // is touched only when an expert is first stored in it.
 type expertCache struct {
-	pool     *ioengine.Pool // nil when the cache has no slots
-	slots    int
-	stride   int
-	at       map[uint64]*ioengine.Buffer
-	policy   *cachelab.Policy
+	pool   *ioengine.Pool // nil when the cache has no slots
+	slots  int
+	stride int
+	at     map[uint64]*ioengine.Buffer
+	policy *cachelab.Policy
 	// clock is the policies' time in tokens: the first position of the
 	// batch being fetched, counted over every batch the model has run.
-	clock int64
+	clock    int64
 	evicted  uint64
 	inserted uint64
 }

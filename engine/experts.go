@@ -76,6 +76,10 @@ type SourceStats struct {
 	PrefetchReads       uint64 `json:"prefetch_reads,omitempty"`
 	PrefetchUsed        uint64 `json:"prefetch_used,omitempty"`
 	PrefetchWastedBytes uint64 `json:"prefetch_wasted_bytes,omitempty"`
+	// Of the reads ahead, those guessed for the next step's first MoE
+	// layer from the final hidden state, and how many of those were used.
+	PrefetchAcrossReads uint64 `json:"prefetch_across_reads,omitempty"`
+	PrefetchAcrossUsed  uint64 `json:"prefetch_across_used,omitempty"`
 	// Cache geometry (pack sources).
 	CacheSlots int    `json:"cache_slots,omitempty"`
 	CacheBytes int64  `json:"cache_bytes,omitempty"`

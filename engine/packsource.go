@@ -41,8 +41,11 @@ type packExperts struct {
 
 	prefetch  bool             // read guesses ahead (CacheOptions.Prefetch)
 	pf        [2]prefetchState // by layer parity
-	precision float64          // moving average of the guesses' precision
-	positions int64            // evaluated over every batch so far: the cache's clock
+	precision [2]float64       // moving averages of each kind of guess's precision
+	// lastFetched is the layer of the last Fetch: a guess for a layer no
+	// later than it is for the next step.
+	lastFetched int
+	positions   int64 // evaluated over every batch so far: the cache's clock
 }
 
 // batchClock is an expert source whose cache keeps time in tokens, as a
@@ -173,7 +176,7 @@ func openPackExperts(p *container.OpenPack, h *Hparams, o CacheOptions) (*packEx
 		return nil, err
 	}
 	slots := int(slots64)
-	ps := &packExperts{pack: p, layers: layers, note: note, prefetch: o.Prefetch, precision: 1,
+	ps := &packExperts{pack: p, layers: layers, note: note, prefetch: o.Prefetch, precision: [2]float64{1, 1}, lastFetched: -1,
 		pf: [2]prefetchState{{layer: -1}, {layer: -1}}}
 	if ps.cache, err = newExpertCache(slots, stride, o.Policy); err != nil {
 		return nil, err

@@ -23,6 +23,13 @@ import (
 // wasted bandwidth and is counted as such. The router stays
 // authoritative, and the bytes served are the same bytes, so the logits
 // do not change.
+//
+// Across tokens the same is done once per step: after the last layer, the
+// first MoE layer's router is applied to the final hidden state (normed
+// with that layer's FFN norm), and its guess is read while the output head
+// runs, the token is sampled and the next token's layers before its first
+// MoE layer compute. Its precision is tracked apart from the next-layer
+// guesses', as it pauses by itself at a different quality.
 
 // Prefetcher is an expert source that can start reading experts before
 // the router asks for them.
@@ -31,6 +38,9 @@ type Prefetcher interface {
 	// does not hold; the next Fetch of that layer uses whichever it asks
 	// for. A later Prefetch drops reads nobody used.
 	Prefetch(ctx context.Context, layer int, experts []int) error
+	// Speculating says whether guesses are read at all (they are still
+	// scored when not, for the telemetry).
+	Speculating() bool
 }
 
 // minPrecision is the share of guessed experts the router must go on to
@@ -41,9 +51,16 @@ type Prefetcher interface {
 // improve.
 const minPrecision = 0.5
 
+// The two kinds of guesses, each with its own precision.
+const (
+	guessNextLayer = iota // the next layer's, within a step
+	guessNextToken        // the first MoE layer's, for the next step
+)
+
 // prefetchState is a pack source's guess for one layer and its reads.
 type prefetchState struct {
 	layer     int // the layer guessed; −1 for none
+	kind      int // guessNextLayer or guessNextToken
 	predicted []int
 	batch     *ioengine.Batch
 	reads     []*container.RecordRead
@@ -55,14 +72,17 @@ type prefetchState struct {
 func (ps *packExperts) Prefetch(ctx context.Context, layer int, experts []int) error {
 	pf := &ps.pf[layer%2]
 	ps.dropPrefetch(pf)
-	pf.layer, pf.predicted = layer, pf.predicted[:0]
+	pf.layer, pf.predicted, pf.kind = layer, pf.predicted[:0], guessNextLayer
+	if layer <= ps.lastFetched {
+		pf.kind = guessNextToken
+	}
 	for _, e := range experts {
 		if !ps.cache.has(cacheKey(layer, e)) {
 			pf.predicted = append(pf.predicted, e)
 		}
 	}
 	ps.stats.PrefetchGuessed += uint64(len(pf.predicted))
-	if !ps.prefetch || len(pf.predicted) == 0 || ps.precision < minPrecision {
+	if !ps.prefetch || len(pf.predicted) == 0 || ps.precision[pf.kind] < minPrecision {
 		return nil
 	}
 	// A third of the staging buffers at most for each of the two slots, so
@@ -89,14 +109,21 @@ func (ps *packExperts) Prefetch(ctx context.Context, layer int, experts []int) e
 	pf.batch = batch
 	ps.stats.Reads += uint64(n)
 	ps.stats.PrefetchReads += uint64(n)
+	if pf.kind == guessNextToken {
+		ps.stats.PrefetchAcrossReads += uint64(n)
+	}
 	return nil
 }
+
+// Speculating implements Prefetcher.
+func (ps *packExperts) Speculating() bool { return ps.prefetch }
 
 // takePrefetch scores the guess for layer against the experts the router
 // picked (misses: those not cached) and returns the reads started for it,
 // which the caller must finish with usePrefetch. A stale guess in the
 // layer's slot is dropped.
 func (ps *packExperts) takePrefetch(layer int, misses []int) *prefetchState {
+	ps.lastFetched = layer
 	pf := &ps.pf[layer%2]
 	if pf.layer != layer {
 		ps.dropPrefetch(pf)
@@ -111,7 +138,7 @@ func (ps *packExperts) takePrefetch(layer int, misses []int) *prefetchState {
 	ps.stats.PrefetchGuessedUsed += uint64(used)
 	ps.stats.PrefetchNeeded += uint64(len(misses))
 	if len(pf.predicted) > 0 {
-		ps.precision = 0.8*ps.precision + 0.2*float64(used)/float64(len(pf.predicted))
+		ps.precision[pf.kind] = 0.8*ps.precision[pf.kind] + 0.2*float64(used)/float64(len(pf.predicted))
 	}
 	pf.layer = -1
 	if pf.batch == nil {
@@ -154,6 +181,9 @@ func (ps *packExperts) usePrefetch(layer int, pf *prefetchState, wanted []int, u
 		rec := rd.Record()
 		ps.stats.BytesRead += uint64(len(rec))
 		ps.stats.PrefetchUsed++
+		if pf.kind == guessNextToken {
+			ps.stats.PrefetchAcrossUsed++
+		}
 		if err := use(rd.Expert, ps.expert(layer, trace.LevelSSD, component(rec))); err != nil {
 			_ = pf.batch.Wait()
 			return err
@@ -182,12 +212,35 @@ func (ps *packExperts) dropPrefetch(pf *prefetchState) {
 // tokens, in id order: the guess a Prefetcher reads ahead. It is nil when
 // the next layer routes nothing.
 func (s *Session) guessNext(il, T int) []int {
-	m, h := s.m, s.m.Hparams
 	next := il + 1
-	if next >= h.Layers || !h.isMoE(next) {
+	if next >= s.m.Hparams.Layers || !s.m.Hparams.isMoE(next) {
 		return nil
 	}
-	L := &m.layers[next]
+	return s.guessWith(&s.m.layers[next], T)
+}
+
+// guessAcross guesses the next step's experts of the first MoE layer from
+// the final hidden state's last row (x, D wide), normed with that layer's
+// FFN norm, and has the prefetcher read them; nothing when prefetch is
+// off, so a run without it spends no time here.
+func (s *Session) guessAcross(ctx context.Context, pf Prefetcher, x []float32) error {
+	h := s.m.Hparams
+	first := h.DenseLeading
+	if !pf.Speculating() || first >= h.Layers {
+		return nil
+	}
+	L := &s.m.layers[first]
+	sc := &s.scratch
+	sc.across = grow(sc.across, h.Embd)
+	rmsNorm(sc.across, x, L.ffnNorm, h.RMSEps)
+	s.as.reset(sc.across, h.Embd, 1)
+	return pf.Prefetch(ctx, first, s.guessWith(L, 1))
+}
+
+// guessWith applies layer L's router to the T rows in s.as and returns
+// the experts its top-k would pick for any of them, in id order.
+func (s *Session) guessWith(L *layer, T int) []int {
+	m, h := s.m, s.m.Hparams
 	E, K := h.Experts, h.ExpertsUsed
 	sc := &s.scratch
 	sc.guess = grow(sc.guess, T*E)

@@ -160,6 +160,11 @@ func (s *Session) forward(ctx context.Context, tokens []int, last, all bool) ([]
 			return nil, err
 		}
 	}
+	if pf, ok := m.experts.(Prefetcher); ok {
+		if err := s.guessAcross(ctx, pf, x[(T-1)*D:T*D]); err != nil {
+			return nil, err
+		}
+	}
 	s.n += T
 	s.stats.Positions += T
 	if !last {
@@ -200,6 +205,7 @@ type moeScratch struct {
 	order  []int     // E expert ids, sorted per token
 	sel    []float32 // E selection scores (biased, group-masked)
 	guess  []float32 // T × E next-layer router logits, for prefetch
+	across []float32 // the final hidden state's last row, normed, for prefetch across steps
 
 	groupScore []float32
 	groupOrder []int

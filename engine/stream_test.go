@@ -192,9 +192,12 @@ func TestArchsStreamed(t *testing.T) {
 			want := transcript(t, m, 3)
 			sameBits(t, "pack, resident experts", transcript(t, open(t, pack, Options{ResidentExperts: true}), 3), want)
 			for _, slots := range []int{1, 3} {
-				for _, pol := range Policies {
-					name := fmt.Sprintf("slots=%d policy=%s", slots, pol)
-					sameBits(t, name, transcript(t, open(t, pack, Options{Cache: CacheOptions{Slots: slots, Policy: pol}}), 3), want)
+				for i, pol := range Policies {
+					// Prefetch (both kinds of guess) on for every other
+					// policy: every architecture's routers guess.
+					prefetch := i%2 == 1
+					name := fmt.Sprintf("slots=%d policy=%s prefetch=%v", slots, pol, prefetch)
+					sameBits(t, name, transcript(t, open(t, pack, Options{Cache: CacheOptions{Slots: slots, Policy: pol, Prefetch: prefetch}}), 3), want)
 				}
 			}
 		})
@@ -389,6 +392,10 @@ func TestPrefetch(t *testing.T) {
 				t.Errorf("%s: %d reads ahead", name, st.PrefetchReads)
 			case !off && slots < 48 && (st.PrefetchReads == 0 || st.PrefetchUsed == 0):
 				t.Errorf("%s: %d guesses read ahead, %d used", name, st.PrefetchReads, st.PrefetchUsed)
+			case !off && slots < 48 && st.PrefetchAcrossReads == 0:
+				t.Errorf("%s: nothing read ahead for the next step", name)
+			case off && st.PrefetchAcrossReads != 0:
+				t.Errorf("%s: %d read ahead for the next step with prefetch off", name, st.PrefetchAcrossReads)
 			case st.PrefetchGuessed == 0 && slots < 48:
 				t.Errorf("%s: nothing guessed", name)
 			}

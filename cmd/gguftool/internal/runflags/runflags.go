@@ -235,6 +235,9 @@ func Describe(s engine.SourceStats) string {
 		line += fmt.Sprintf("; prefetch: %d read ahead, %d used, %s wasted, guesses %.0f%% precise, %.0f%% recall",
 			s.PrefetchReads, s.PrefetchUsed, iostreams.HumanBytes(int64(s.PrefetchWastedBytes)),
 			100*float64(s.PrefetchGuessedUsed)/float64(s.PrefetchGuessed), 100*float64(s.PrefetchGuessedUsed)/float64(max(s.PrefetchNeeded, 1)))
+		if s.PrefetchAcrossReads > 0 {
+			line += fmt.Sprintf(" (of the reads ahead, %d for the next token, %d of those used)", s.PrefetchAcrossReads, s.PrefetchAcrossUsed)
+		}
 	}
 	return line
 }
