@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -102,24 +101,7 @@ type TraceInfo struct {
 
 // Write publishes the plan at path atomically (temporary file, fsync,
 // rename): an interrupted write leaves no plan that looks complete.
-func (p *Plan) Write(path string) error {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", " ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(p); err != nil {
-		return err
-	}
-	f, err := atomicfile.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Abort()
-	if _, err := f.Write(b.Bytes()); err != nil {
-		return err
-	}
-	return f.Commit()
-}
+func (p *Plan) Write(path string) error { return atomicfile.WriteJSON(path, p) }
 
 // Read reads and checks a plan file.
 func Read(path string) (*Plan, error) {

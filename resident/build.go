@@ -404,7 +404,7 @@ func writeTier(ctx context.Context, s *source, tensors []*gguf.SetTensor, errs m
 		}
 		m.Full = &ref
 	}
-	if err := writeJSON(base+ManifestSuffix, m); err != nil {
+	if err := atomicfile.WriteJSON(base+ManifestSuffix, m); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -209,25 +209,6 @@ func ReadManifest(ctx context.Context, path string) (*Manifest, error) {
 	return m, nil
 }
 
-// writeJSON publishes v as indented JSON at path, atomically.
-func writeJSON(path string, v any) error {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", " ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	f, err := atomicfile.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Abort()
-	if _, err := f.Write(b.Bytes()); err != nil {
-		return err
-	}
-	return f.Commit()
-}
 
 // WriteCatalog rewrites DIR/resident-tiers.json to list every manifest in
 // the directory, by resident bytes.
@@ -236,7 +217,7 @@ func WriteCatalog(dir string) (*Catalog, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c, writeJSON(filepath.Join(dir, CatalogName), c)
+	return c, atomicfile.WriteJSON(filepath.Join(dir, CatalogName), c)
 }
 
 // WriteCatalogPreview returns the catalog WriteCatalog would write.

@@ -124,3 +124,25 @@ func TestErrorsNameTheFinalPath(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteJSON: the document lands whole, indented by one space with no
+// HTML escaping, and no temporary file is left; a value that does not
+// encode leaves nothing at all.
+func TestWriteJSON(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.json")
+	if err := WriteJSON(path, map[string]any{"a": []int{1}, "b": "<&>"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if want := "{\n \"a\": [\n  1\n ],\n \"b\": \"<&>\"\n}\n"; err != nil || string(got) != want {
+		t.Fatalf("wrote %q, %v; want %q", got, err, want)
+	}
+	if err := WriteJSON(filepath.Join(dir, "bad.json"), map[string]any{"f": func() {}}); err == nil {
+		t.Error("a function encoded")
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("the directory holds %d entries, want only m.json", len(entries))
+	}
+}
