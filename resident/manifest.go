@@ -209,7 +209,6 @@ func ReadManifest(ctx context.Context, path string) (*Manifest, error) {
 	return m, nil
 }
 
-
 // WriteCatalog rewrites DIR/resident-tiers.json to list every manifest in
 // the directory, by resident bytes.
 func WriteCatalog(dir string) (*Catalog, error) {
