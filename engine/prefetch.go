@@ -220,10 +220,10 @@ func (s *Session) guessNext(il, T int) []int {
 }
 
 // guessAcross guesses the next step's experts of the first MoE layer from
-// the final hidden state's last row (x, D wide), normed with that layer's
-// FFN norm, and has the prefetcher read them; nothing when prefetch is
-// off, so a run without it spends no time here.
-func (s *Session) guessAcross(ctx context.Context, pf Prefetcher, x []float32) error {
+// n rows of final hidden state (x: each sequence's last), normed with that
+// layer's FFN norm, and has the prefetcher read them; nothing when
+// prefetch is off, so a run without it spends no time here.
+func (s *Session) guessAcross(ctx context.Context, pf Prefetcher, x []float32, n int) error {
 	h := s.m.Hparams
 	first := h.DenseLeading
 	if !pf.Speculating() || first >= h.Layers {
@@ -231,10 +231,13 @@ func (s *Session) guessAcross(ctx context.Context, pf Prefetcher, x []float32) e
 	}
 	L := &s.m.layers[first]
 	sc := &s.scratch
-	sc.across = grow(sc.across, h.Embd)
-	rmsNorm(sc.across, x, L.ffnNorm, h.RMSEps)
-	s.as.reset(sc.across, h.Embd, 1)
-	return pf.Prefetch(ctx, first, s.guessWith(L, 1))
+	D := h.Embd
+	sc.across = grow(sc.across, n*D)
+	for i := range n {
+		rmsNorm(sc.across[i*D:(i+1)*D], x[i*D:(i+1)*D], L.ffnNorm, h.RMSEps)
+	}
+	s.as.reset(sc.across, D, n)
+	return pf.Prefetch(ctx, first, s.guessWith(L, n))
 }
 
 // guessWith applies layer L's router to the T rows in s.as and returns

@@ -161,7 +161,7 @@ func (s *Session) forward(ctx context.Context, tokens []int, last, all bool) ([]
 		}
 	}
 	if pf, ok := m.experts.(Prefetcher); ok {
-		if err := s.guessAcross(ctx, pf, x[(T-1)*D:T*D]); err != nil {
+		if err := s.guessAcross(ctx, pf, x[(T-1)*D:T*D], 1); err != nil {
 			return nil, err
 		}
 	}
@@ -170,21 +170,25 @@ func (s *Session) forward(ctx context.Context, tokens []int, last, all bool) ([]
 	if !last {
 		return nil, nil
 	}
-	rows := []int{T - 1}
 	if all {
-		rows = rows[:0]
-		for t := range T {
-			rows = append(rows, t)
-		}
+		return s.outputRows(x, T), nil
 	}
-	hn := make([]float32, len(rows)*D)
-	for i, t := range rows {
-		rmsNorm(hn[i*D:(i+1)*D], x[t*D:(t+1)*D], m.outNorm, h.RMSEps)
+	return s.outputRows(x[(T-1)*D:T*D], 1), nil
+}
+
+// outputRows is the output head over n rows of final hidden state: the
+// output norm, then the logits, n × vocab.
+func (s *Session) outputRows(x []float32, n int) []float32 {
+	m, h := s.m, s.m.Hparams
+	D := h.Embd
+	hn := make([]float32, n*D)
+	for i := range n {
+		rmsNorm(hn[i*D:(i+1)*D], x[i*D:(i+1)*D], m.outNorm, h.RMSEps)
 	}
-	s.as.reset(hn, D, len(rows))
-	logits := make([]float32, len(rows)*h.Vocab)
+	s.as.reset(hn, D, n)
+	logits := make([]float32, n*h.Vocab)
 	m.work.mulMat(&m.output, s.as.get(m.output.vt), logits)
-	return logits, nil
+	return logits
 }
 
 func addBias(y, b []float32) {

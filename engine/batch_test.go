@@ -1,0 +1,201 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/gguftool/gguftool/gguf"
+)
+
+// seqPlan is one sequence of a batching test: its prompt, fed in chunks,
+// the step it joins at, and how many tokens it then decodes greedily.
+type seqPlan struct {
+	prompt []int
+	chunk  int
+	join   int
+	decode int
+}
+
+// aloneLogits evaluates a sequence alone, chunk by chunk, and returns the
+// logits after each chunk's last token and after each decoded token.
+func aloneLogits(t *testing.T, m *Model, p seqPlan) [][]float32 {
+	t.Helper()
+	ctx := context.Background()
+	s, err := m.NewSession(len(p.prompt) + p.decode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]float32
+	for lo := 0; lo < len(p.prompt); lo += p.chunk {
+		l, err := s.Eval(ctx, p.prompt[lo:min(lo+p.chunk, len(p.prompt))], false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l)
+	}
+	for range p.decode {
+		l, err := s.Eval(ctx, []int{Argmax(out[len(out)-1])}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// batchedLogits runs every sequence together through EvalBatch, each
+// joining at its step with its prompt in chunks, then decoding, and
+// leaving when done, and returns each sequence's logits as aloneLogits
+// does.
+func batchedLogits(t *testing.T, m *Model, plans []seqPlan) [][][]float32 {
+	t.Helper()
+	ctx := context.Background()
+	type live struct {
+		s        *Session
+		fed, dec int
+	}
+	out := make([][][]float32, len(plans))
+	lives := make([]*live, len(plans))
+	for step := 0; ; step++ {
+		var items []BatchItem
+		var who []int
+		for i, p := range plans {
+			if step < p.join {
+				continue
+			}
+			if lives[i] == nil {
+				s, err := m.NewSession(len(p.prompt) + p.decode)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lives[i] = &live{s: s}
+			}
+			l := lives[i]
+			switch {
+			case l.fed < len(p.prompt):
+				hi := min(l.fed+p.chunk, len(p.prompt))
+				items = append(items, BatchItem{l.s, p.prompt[l.fed:hi]})
+				l.fed = hi
+			case l.dec < p.decode:
+				items = append(items, BatchItem{l.s, []int{Argmax(out[i][len(out[i])-1])}})
+				l.dec++
+			default:
+				continue
+			}
+			who = append(who, i)
+		}
+		if len(items) == 0 {
+			if step > 100 {
+				return out
+			}
+			continue
+		}
+		logits, err := m.EvalBatch(ctx, items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, i := range who {
+			out[i] = append(out[i], logits[j])
+		}
+	}
+}
+
+// TestBatchedEqualsAlone: sequences evaluated together, joining and
+// leaving at different steps, with prompts in chunks of different sizes,
+// give each the logits it gives alone, bit for bit, in every architecture,
+// with every expert in RAM and streamed through a small cache.
+func TestBatchedEqualsAlone(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	prompt := func(n int) []int {
+		p := make([]int, n)
+		for i := range p {
+			p[i] = 1 + r.IntN(200)
+		}
+		return p
+	}
+	plans := []seqPlan{
+		{prompt: prompt(9), chunk: 9, join: 0, decode: 6},
+		{prompt: prompt(5), chunk: 2, join: 0, decode: 3},
+		{prompt: prompt(12), chunk: 5, join: 2, decode: 5},
+		{prompt: prompt(1), chunk: 1, join: 4, decode: 4},
+		{prompt: prompt(7), chunk: 7, join: 9, decode: 2}, // joins as others leave
+	}
+	for _, arch := range Archs {
+		t.Run(arch, func(t *testing.T) {
+			src, pack := testModel(t, arch, gguf.TypeQ8_0, nil)
+			for _, c := range []struct {
+				name string
+				path string
+				o    Options
+			}{
+				{"resident", src, Options{}},
+				{"streamed, 3 slots, prefetch", pack, Options{Cache: CacheOptions{Slots: 3, Prefetch: true}}},
+			} {
+				m := open(t, c.path, c.o)
+				got := batchedLogits(t, m, plans)
+				for i, p := range plans {
+					want := aloneLogits(t, m, p)
+					if len(got[i]) != len(want) {
+						t.Fatalf("%s: sequence %d: %d steps batched, %d alone", c.name, i, len(got[i]), len(want))
+					}
+					for k := range want {
+						sameBits(t, fmt.Sprintf("%s: sequence %d, step %d", c.name, i, k), got[i][k], want[k])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestBatchedReadsOnce: a step of several sequences fetches each routed
+// expert once, however many of its rows chose it.
+func TestBatchedReadsOnce(t *testing.T) {
+	_, pack := testModel(t, "qwen3moe", gguf.TypeQ8_0, nil)
+	m := open(t, pack, Options{Cache: CacheOptions{Slots: 0}})
+	ctx := context.Background()
+	var items []BatchItem
+	for i := range 8 {
+		s, err := m.NewSession(4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, BatchItem{s, []int{10 + i}})
+	}
+	before := m.Experts().Stats()
+	if _, err := m.EvalBatch(ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	d := m.Experts().Stats().Sub(before)
+	rows, pairs := 8*m.Hparams.ExpertsUsed, m.Hparams.Experts
+	if d.Fetches > uint64(m.Hparams.Layers*pairs) || d.Fetches >= uint64(m.Hparams.Layers*rows) {
+		t.Errorf("%d fetches for 8 rows × %d experts × %d layers: each expert is not fetched once per step", d.Fetches, m.Hparams.ExpertsUsed, m.Hparams.Layers)
+	}
+}
+
+func TestEvalBatchRefuses(t *testing.T) {
+	src, _ := testModel(t, "qwen3moe", gguf.TypeQ8_0, nil)
+	m, other := open(t, src, Options{}), open(t, src, Options{})
+	s, _ := m.NewSession(4)
+	o, _ := other.NewSession(4)
+	long := make([]int, MaxBatch+1)
+	big, _ := m.NewSession(0)
+	for _, c := range []struct {
+		items []BatchItem
+		want  string
+	}{
+		{nil, "an empty batch"},
+		{[]BatchItem{{s, []int{1}}, {o, []int{1}}}, "another model"},
+		{[]BatchItem{{s, []int{1}}, {s, []int{2}}}, "already in the batch"},
+		{[]BatchItem{{s, nil}}, "nothing to evaluate"},
+		{[]BatchItem{{s, []int{1, 2, 3, 4, 5}}}, "do not fit the context"},
+		{[]BatchItem{{s, []int{-1}}}, "outside the vocabulary"},
+		{[]BatchItem{{big, long}}, "at most 512"},
+	} {
+		if _, err := m.EvalBatch(context.Background(), c.items); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error containing %q", c.items, err, c.want)
+		}
+	}
+}
