@@ -6,8 +6,8 @@ import (
 )
 
 // jobQueue holds the jobs waiting for the model, at most limit of them,
-// besides the one an idle worker takes at once (so a limit of 0 means one
-// running, none waiting).
+// besides those the worker takes at once into free places of its batch
+// (so a limit of 0 with one place means one running, none waiting).
 // It is a list rather than a channel so that a job whose client gave up,
 // or whose timeout passed, leaves it at once: its slot goes to a live
 // client instead of being held until the worker reaches the job.
@@ -20,7 +20,7 @@ type jobQueue struct {
 	changed sync.Cond // signalled when a job arrives or the queue closes
 	waiting []*job
 	limit   int
-	idle    bool // the worker waits in pop with nothing to take
+	free    int // places the worker's batch has for jobs now
 	closed  bool
 	metrics *metrics
 }
@@ -35,10 +35,7 @@ func newJobQueue(limit int, m *metrics) *jobQueue {
 func (q *jobQueue) push(j *job) (ok, closed bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	room := q.limit
-	if q.idle {
-		room++ // the idle worker takes this one at once: it never waits
-	}
+	room := q.limit + q.free // the worker takes free places' jobs at its next step
 	switch {
 	case q.closed:
 		return false, true
@@ -66,16 +63,22 @@ func (q *jobQueue) remove(j *job) bool {
 	return true
 }
 
-// pop waits for the oldest job and takes it off the queue. Once the queue
-// is closed it hands out what is left, then reports false.
-func (q *jobQueue) pop() (*job, bool) {
+// setFree tells the queue how many jobs the worker's batch has room for.
+func (q *jobQueue) setFree(n int) {
+	q.mu.Lock()
+	q.free = n
+	q.mu.Unlock()
+}
+
+// take takes the oldest job off the queue, waiting for one if wait is
+// set; false means none (or, waiting, that the queue is closed and
+// empty). Once the queue is closed it hands out what is left.
+func (q *jobQueue) take(wait bool) (*job, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for len(q.waiting) == 0 && !q.closed {
-		q.idle = true
+	for wait && len(q.waiting) == 0 && !q.closed {
 		q.changed.Wait()
 	}
-	q.idle = false
 	if len(q.waiting) == 0 {
 		return nil, false
 	}

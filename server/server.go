@@ -31,8 +31,12 @@ import (
 type Config struct {
 	Model     *engine.Model
 	ModelName string // what responses and /v1/models call the model
-	// QueueSize is how many requests may wait while one runs.
+	// QueueSize is how many requests may wait while Parallel run.
 	QueueSize int
+	// Parallel is how many sequences decode together, one engine step for
+	// all of them (0 means 1). PrefillChunk is the most prompt tokens a
+	// sequence feeds per step (0 means engine.MaxBatch).
+	Parallel, PrefillChunk int
 	// RequestTimeout bounds a request from arrival to its last token.
 	RequestTimeout time.Duration
 	// MaxBodyBytes bounds a request body.
@@ -88,6 +92,10 @@ func New(cfg Config) (*Server, error) {
 	switch {
 	case cfg.QueueSize < 0:
 		return nil, fmt.Errorf("server: QueueSize %d: must be at least 0", cfg.QueueSize)
+	case cfg.Parallel < 0 || cfg.Parallel > engine.MaxBatch:
+		return nil, fmt.Errorf("server: Parallel %d: must be in 0..%d", cfg.Parallel, engine.MaxBatch)
+	case cfg.PrefillChunk < 0:
+		return nil, fmt.Errorf("server: PrefillChunk %d: must be at least 0", cfg.PrefillChunk)
 	case cfg.MaxTokens < 1:
 		return nil, fmt.Errorf("server: MaxTokens %d: must be at least 1", cfg.MaxTokens)
 	case cfg.DefaultMaxTokens < 1 || cfg.DefaultMaxTokens > cfg.MaxTokens:
@@ -104,6 +112,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Parallel == 0 {
+		cfg.Parallel = 1
+	}
+	if cfg.PrefillChunk == 0 {
+		cfg.PrefillChunk = engine.MaxBatch
 	}
 	tmpl, err := pickTemplate(m.Meta, tok, cfg.ChatTemplate, cfg.ChatTemplateName)
 	if err != nil {
@@ -593,81 +607,6 @@ func (s *Server) stopped(ev event) *APIError {
 	}
 	s.metrics.cancel(stage)
 	return &APIError{Status: statusClientClosed, Type: "cancelled", Message: "the client went away while the request was " + stage}
-}
-
-// work runs the queued jobs one at a time.
-func (s *Server) work() {
-	defer s.worker.Done()
-	for {
-		j, ok := s.queue.pop()
-		if !ok {
-			return
-		}
-		// Its context ended after its handler last looked: the handler
-		// now waits for this end.
-		if err := j.ctx.Err(); err != nil {
-			j.events <- event{done: true, err: err, queued: true}
-			continue
-		}
-		s.run(j)
-	}
-}
-
-var errStopSequence = errors.New("stop sequence")
-
-func (s *Server) run(j *job) {
-	p := j.p
-	st := &stopper{tok: s.tok, stops: p.stop, special: p.chat != nil && p.chat.special}
-	send := func(ev event) bool {
-		select {
-		case j.events <- ev:
-			return true
-		case <-j.ctx.Done():
-			return false
-		}
-	}
-	opts := engine.GenerateOptions{
-		MaxTokens: p.maxTokens,
-		Sampler:   engine.SamplerOptions{Temperature: p.temperature, TopK: p.topK, TopP: p.topP, Seed: p.seed},
-		Stop:      s.tok.EOG(),
-		Context:   len(j.prompt) + p.maxTokens,
-		OnToken: func(id int, logits []float32) error {
-			info := tokenInfo{id: id}
-			if p.logprobs >= 0 {
-				lp := engine.LogSoftmax(logits)
-				info.logprob = lp[id]
-				info.top = topN(lp, p.logprobs)
-			}
-			if s.tok.IsEOG(id) {
-				return nil
-			}
-			text, stopped := st.push(id)
-			if !send(event{text: text, tokens: []tokenInfo{info}}) {
-				return j.ctx.Err()
-			}
-			if stopped {
-				return errStopSequence
-			}
-			return nil
-		},
-	}
-	g, err := s.cfg.Model.Generate(j.ctx, j.prompt, opts)
-	final := event{done: true}
-	switch {
-	case errors.Is(err, errStopSequence):
-		final.finish = "stop"
-	case err != nil:
-		final.err = err
-	default:
-		final.finish = g.StopReason
-		final.text = st.flush()
-	}
-	if g != nil {
-		final.usage = Usage{PromptTokens: len(j.prompt), CompletionTokens: len(g.Tokens), TotalTokens: len(j.prompt) + len(g.Tokens)}
-		s.metrics.generated(g.Telemetry, s.cfg.Model.Experts().Stats())
-	}
-	// The end is always delivered: the handler waits for it.
-	j.events <- final
 }
 
 func topN(lp []float64, n int) [][2]float64 {

@@ -712,3 +712,60 @@ func TestNoQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestParallelEqualsAlone: requests generating together, joining as
+// others run, prompts fed in chunks of three, each get the text they get
+// alone, greedy or sampled, streamed or not.
+func TestParallelEqualsAlone(t *testing.T) {
+	m := testModel(t)
+	cfg := testConfig(m)
+	cfg.Parallel, cfg.PrefillChunk, cfg.QueueSize = 4, 3, 8
+	prompts := []string{"The experts live on", "Hello", "A long prompt that takes several chunks to feed, one step each", "MoE",
+		"Streaming experts from disk", "x", "Batching shares every expert read", "The end"}
+	params := func(i int) (int, float64, uint64) { return 4 + 3*(i%4), float64(i%2) * 0.8, uint64(i) }
+	// Alone first: the model serves one caller at a time.
+	var wants []string
+	for i, p := range prompts {
+		n, temp, seed := params(i)
+		wants = append(wants, expected(t, m, p, n, temp, seed))
+	}
+	url, _, _ := start(t, cfg)
+	var wg sync.WaitGroup
+	for i, p := range prompts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, temp, seed := params(i)
+			want := wants[i]
+			body := fmt.Sprintf(`{"prompt":%q,"max_tokens":%d,"temperature":%g,"seed":%d,"stream":%v}`, p, n, temp, seed, i%3 == 0)
+			resp, out := post(t, url+"/v1/completions", body)
+			if resp.StatusCode != 200 {
+				t.Errorf("request %d: %d %s", i, resp.StatusCode, out)
+				return
+			}
+			var text strings.Builder
+			if i%3 == 0 {
+				events := sse(t, out)
+				for _, e := range events[:len(events)-1] {
+					var ch Completion
+					if err := json.Unmarshal([]byte(e), &ch); err != nil {
+						t.Errorf("request %d: chunk %q: %v", i, e, err)
+						return
+					}
+					text.WriteString(ch.Choices[0].Text)
+				}
+			} else {
+				var c Completion
+				if err := json.Unmarshal(out, &c); err != nil {
+					t.Errorf("request %d: %v", i, err)
+					return
+				}
+				text.WriteString(c.Choices[0].Text)
+			}
+			if text.String() != want {
+				t.Errorf("request %d (%q, temperature %g): %q together, %q alone", i, p, temp, text.String(), want)
+			}
+		}()
+	}
+	wg.Wait()
+}

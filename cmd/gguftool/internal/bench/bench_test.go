@@ -77,16 +77,18 @@ func TestNewCmdBenchDecode(t *testing.T) {
 func TestNewCmdBenchServe(t *testing.T) {
 	cmdtest.RunFlagCases(t, NewCmdBenchServe, func(o *BenchServeOptions) **iostreams.IOStreams { return &o.IO }, []cmdtest.FlagCase[BenchServeOptions]{
 		{Name: "defaults", Args: "m.pack",
-			Want: BenchServeOptions{Model: "m.pack", Clients: 64, Duration: time.Minute, Queue: 16, MaxTokens: 16, Flags: defaultModelFlags()}},
+			Want: BenchServeOptions{Model: "m.pack", Clients: 64, Duration: time.Minute, Queue: 16, Parallel: 8, Chunk: 64, MaxTokens: 16, Flags: defaultModelFlags()}},
 		{
 			Name: "every flag",
-			Args: "m.gguf --clients 8 --duration 2s --queue 0 --max-tokens 4 --json --expert-cache-slots 2",
-			Want: BenchServeOptions{Model: "m.gguf", Clients: 8, Duration: 2 * time.Second, MaxTokens: 4, JSON: true,
+			Args: "m.gguf --clients 8 --duration 2s --queue 0 --parallel 2 --prefill-chunk 5 --max-tokens 4 --json --expert-cache-slots 2",
+			Want: BenchServeOptions{Model: "m.gguf", Clients: 8, Duration: 2 * time.Second, Parallel: 2, Chunk: 5, MaxTokens: 4, JSON: true,
 				Flags: runflags.Model{ExpertCache: "auto", ExpertSlots: 2, Policy: "lru", IO: "auto"}},
 		},
 		{Name: "cache from the environment", Env: map[string]string{"GGUFTOOL_EXPERT_CACHE": "1GiB"}, Args: "m.pack",
-			Want: BenchServeOptions{Model: "m.pack", Clients: 64, Duration: time.Minute, Queue: 16, MaxTokens: 16,
+			Want: BenchServeOptions{Model: "m.pack", Clients: 64, Duration: time.Minute, Queue: 16, Parallel: 8, Chunk: 64, MaxTokens: 16,
 				Flags: runflags.Model{ExpertCache: "1GiB", Policy: "lru", IO: "auto"}}},
+		{Name: "parallel zero", Args: "m.pack --parallel 0", WantErr: "--parallel in 1..512"},
+		{Name: "prefill chunk zero", Args: "m.pack --prefill-chunk 0", WantErr: "--prefill-chunk ≥ 1"},
 		{Name: "no clients", Args: "m.pack --clients 0", WantErr: "--clients ≥ 1"},
 		{Name: "negative queue", Args: "m.pack --queue -1", WantErr: "--queue ≥ 0"},
 		{Name: "no duration", Args: "m.pack --duration 0s", WantErr: "--duration > 0"},

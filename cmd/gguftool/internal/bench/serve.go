@@ -31,6 +31,8 @@ type BenchServeOptions struct {
 	Clients   int
 	Duration  time.Duration
 	Queue     int
+	Parallel  int
+	Chunk     int
 	MaxTokens int
 	JSON      bool
 	Flags     runflags.Model
@@ -62,8 +64,8 @@ Examples:
 		Args: cmdutil.ExactArgs(1, "a model (GGUF or pack)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Model = args[0]
-			if o.Clients < 1 || o.Duration <= 0 || o.Queue < 0 || o.MaxTokens < 1 {
-				return cmdutil.FlagErrorf("bench serve: --clients ≥ 1, --duration > 0, --queue ≥ 0, --max-tokens ≥ 1")
+			if o.Clients < 1 || o.Duration <= 0 || o.Queue < 0 || o.MaxTokens < 1 || o.Parallel < 1 || o.Parallel > 512 || o.Chunk < 1 {
+				return cmdutil.FlagErrorf("bench serve: --clients ≥ 1, --duration > 0, --queue ≥ 0, --max-tokens ≥ 1, --parallel in 1..512, --prefill-chunk ≥ 1")
 			}
 			if runF != nil {
 				return runF(cmd.Context(), o)
@@ -75,6 +77,8 @@ Examples:
 	fl.IntVar(&o.Clients, "clients", 64, "concurrent clients")
 	fl.DurationVar(&o.Duration, "duration", 60*time.Second, "how long the clients send requests")
 	fl.IntVar(&o.Queue, "queue", 16, "the server's queue bound")
+	fl.IntVar(&o.Parallel, "parallel", 8, "the server's --parallel: requests generating together")
+	fl.IntVar(&o.Chunk, "prefill-chunk", 64, "the server's --prefill-chunk")
 	fl.IntVar(&o.MaxTokens, "max-tokens", 16, "max_tokens of each request")
 	fl.BoolVar(&o.JSON, "json", false, "print the result as JSON")
 	o.Flags.Register(cmd)
@@ -209,7 +213,7 @@ func loadTest(ctx context.Context, o *BenchServeOptions, m *engine.Model, res *S
 	if err != nil {
 		return err
 	}
-	s, err := server.New(server.Config{Model: m, ModelName: "bench", QueueSize: o.Queue, RequestTimeout: 5 * time.Minute,
+	s, err := server.New(server.Config{Model: m, ModelName: "bench", QueueSize: o.Queue, Parallel: o.Parallel, PrefillChunk: o.Chunk, RequestTimeout: 5 * time.Minute,
 		MaxBodyBytes: 1 << 20, MaxTokens: o.MaxTokens, DefaultMaxTokens: o.MaxTokens, Context: serveContext(o.MaxTokens, m.Hparams.Context)})
 	if err != nil {
 		ln.Close()

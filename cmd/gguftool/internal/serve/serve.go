@@ -32,6 +32,8 @@ type ServeOptions struct {
 	APIKey           string
 	ModelName        string
 	Queue            int
+	Parallel         int
+	PrefillChunk     int
 	RequestTimeout   time.Duration
 	MaxBody          int64
 	MaxTokens        int
@@ -82,8 +84,13 @@ assistant turn's reasoning_content. When the template marks reasoning
 (<think>…</think>, gpt-oss's analysis channel), responses carry it apart
 from the content in reasoning_content, streamed as deltas too.
 
-One request runs at a time; up to --queue wait (past that: 429 with
-Retry-After). Each request is cancelled when its client disconnects or
+Up to --parallel requests generate together (continuous batching): each
+engine step evaluates one token of every decoding request, or the next
+--prefill-chunk tokens of a new request's prompt, in one pass, so a routed
+expert is read and applied once for every request that chose it. Requests
+join at step boundaries and leave as soon as they finish; each gets the
+tokens it would get alone, bit for bit. Up to --queue more wait (past
+that: 429 with Retry-After). Each request is cancelled when its client disconnects or
 after --request-timeout; a waiting request whose client disconnects leaves
 the queue at once, so its slot goes to the next client, and /metrics
 counts it in gguftool_cancelled_requests_total{stage="queued"} (status
@@ -105,7 +112,8 @@ One log line per request (slog, with its id) goes to stderr.
 
 serve refuses, naming the flag, before it loads anything (exit code 2): a
 malformed --addr (not HOST:PORT with a port number), a non-loopback --addr
-without an API key, --queue below 0, --request-timeout not positive,
+without an API key, --queue below 0, --parallel outside 1..512,
+--prefill-chunk below 1, --request-timeout not positive,
 --shutdown-grace negative, --max-body under 1KiB, --max-tokens or
 --default-max-tokens below 1, --default-max-tokens over --max-tokens,
 --ctx below 0 or equal to 1, --log-format other than text or json,
@@ -138,7 +146,9 @@ Examples:
 	fl.StringVar(&o.Addr, "addr", cmdutil.EnvOr("ADDR", "127.0.0.1:8080"), "listen address, HOST:PORT ($GGUFTOOL_ADDR)")
 	fl.StringVar(&o.APIKey, "api-key", os.Getenv("GGUFTOOL_API_KEY"), "require this bearer key ($GGUFTOOL_API_KEY); needed off loopback")
 	fl.StringVar(&o.ModelName, "model-name", "", "the model's name in responses (default general.name, else the file name)")
-	fl.IntVar(&o.Queue, "queue", 16, "requests that may wait while one runs (≥ 0)")
+	fl.IntVar(&o.Queue, "queue", 16, "requests that may wait while --parallel run (≥ 0)")
+	fl.IntVar(&o.Parallel, "parallel", 8, "requests generating together, one engine step for all (1..512)")
+	fl.IntVar(&o.PrefillChunk, "prefill-chunk", 64, "most prompt tokens a request evaluates per step, so long prompts do not stall decoding (≥ 1)")
 	fl.DurationVar(&o.RequestTimeout, "request-timeout", 10*time.Minute, "longest a request may take, queueing included (> 0)")
 	fl.Var(cmdutil.SizeValue{N: &o.MaxBody}, "max-body", "largest request body, at least 1KiB (default 1MiB)")
 	fl.IntVar(&o.MaxTokens, "max-tokens", 4096, "largest max_tokens a request may ask for")
@@ -169,6 +179,10 @@ func (o *ServeOptions) validate() error {
 		return cmdutil.FlagErrorf("--addr %s is not loopback: set --api-key (or $GGUFTOOL_API_KEY)", o.Addr)
 	case o.Queue < 0:
 		return cmdutil.FlagErrorf("--queue %d: must be at least 0", o.Queue)
+	case o.Parallel < 1 || o.Parallel > 512:
+		return cmdutil.FlagErrorf("--parallel %d: must be in 1..512", o.Parallel)
+	case o.PrefillChunk < 1:
+		return cmdutil.FlagErrorf("--prefill-chunk %d: must be at least 1", o.PrefillChunk)
 	case o.RequestTimeout <= 0:
 		return cmdutil.FlagErrorf("--request-timeout %s: must be positive", o.RequestTimeout)
 	case o.Grace < 0:
@@ -284,8 +298,9 @@ func ServeRun(ctx context.Context, o *ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	cfg := server.Config{Model: m, ModelName: name, QueueSize: o.Queue, RequestTimeout: o.RequestTimeout,
-		MaxBodyBytes: o.MaxBody, MaxTokens: o.MaxTokens, DefaultMaxTokens: o.DefaultMaxTokens, Context: ctxLen,
+	cfg := server.Config{Model: m, ModelName: name, QueueSize: o.Queue, Parallel: o.Parallel, PrefillChunk: o.PrefillChunk,
+		RequestTimeout: o.RequestTimeout,
+		MaxBodyBytes:   o.MaxBody, MaxTokens: o.MaxTokens, DefaultMaxTokens: o.DefaultMaxTokens, Context: ctxLen,
 		APIKey: o.APIKey, Logger: log}
 	if o.ChatTemplate != "" {
 		src, err := os.ReadFile(o.ChatTemplate)

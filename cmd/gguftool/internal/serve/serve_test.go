@@ -19,7 +19,7 @@ import (
 )
 
 func TestNewCmdServe(t *testing.T) {
-	defaults := ServeOptions{Addr: "127.0.0.1:8080", Queue: 16, RequestTimeout: 10 * time.Minute, MaxBody: 1 << 20, MaxTokens: 4096,
+	defaults := ServeOptions{Addr: "127.0.0.1:8080", Queue: 16, Parallel: 8, PrefillChunk: 64, RequestTimeout: 10 * time.Minute, MaxBody: 1 << 20, MaxTokens: 4096,
 		DefaultMaxTokens: 256, Grace: 30 * time.Second, LogFormat: "text", Flags: runflags.Model{ExpertCache: "auto", Policy: "lru", IO: "auto"}}
 	with := func(edit func(*ServeOptions)) ServeOptions {
 		o := defaults
@@ -30,12 +30,13 @@ func TestNewCmdServe(t *testing.T) {
 		{Name: "defaults", Args: "m.pack", Want: with(func(o *ServeOptions) { o.Model = "m.pack" })},
 		{
 			Name: "every flag",
-			Args: "m.pack --addr 0.0.0.0:9000 --api-key k --model-name qwen --queue 4 --request-timeout 30s --max-body 64KiB " +
+			Args: "m.pack --addr 0.0.0.0:9000 --api-key k --model-name qwen --queue 4 --parallel 3 --prefill-chunk 16 --request-timeout 30s --max-body 64KiB " +
 				"--max-tokens 512 --default-max-tokens 64 --ctx 2048 --shutdown-grace 5s --log-format json --config tiers.json --expert-cache-slots 2",
 			Want: with(func(o *ServeOptions) {
 				o.Model, o.Addr, o.APIKey, o.ModelName, o.Queue, o.RequestTimeout, o.MaxBody = "m.pack", "0.0.0.0:9000", "k", "qwen", 4, 30*time.Second, 64<<10
 				o.MaxTokens, o.DefaultMaxTokens, o.Context, o.Grace, o.LogFormat, o.Config = 512, 64, 2048, 5*time.Second, "json", "tiers.json"
 				o.Flags.ExpertSlots = 2
+				o.Parallel, o.PrefillChunk = 3, 16
 			}),
 		},
 		{
@@ -61,6 +62,10 @@ func TestNewCmdServe(t *testing.T) {
 		{Name: "malformed host", Args: "m.pack --addr b@d:80 --api-key k", WantErr: `"b@d" is neither an IP address nor a host name`},
 		{Name: "negative queue", Args: "m.pack --queue -1", WantErr: "--queue -1: must be at least 0"},
 		{Name: "no queue", Args: "m.pack --queue 0", Want: with(func(o *ServeOptions) { o.Model, o.Queue = "m.pack", 0 })},
+		{Name: "parallel zero", Args: "m.pack --parallel 0", WantErr: "--parallel 0: must be in 1..512"},
+		{Name: "parallel too many", Args: "m.pack --parallel 513", WantErr: "--parallel 513: must be in 1..512"},
+		{Name: "one at a time", Args: "m.pack --parallel 1", Want: with(func(o *ServeOptions) { o.Model, o.Parallel = "m.pack", 1 })},
+		{Name: "prefill chunk zero", Args: "m.pack --prefill-chunk 0", WantErr: "--prefill-chunk 0: must be at least 1"},
 		{Name: "negative request timeout", Args: "m.pack --request-timeout -1s", WantErr: "--request-timeout -1s: must be positive"},
 		{Name: "zero request timeout", Args: "m.pack --request-timeout 0s", WantErr: "--request-timeout 0s: must be positive"},
 		{Name: "negative shutdown grace", Args: "m.pack --shutdown-grace -1s", WantErr: "--shutdown-grace -1s: must not be negative"},

@@ -1,0 +1,175 @@
+package server
+
+import (
+	"slices"
+	"time"
+
+	"github.com/gguftool/gguftool/engine"
+)
+
+// sequence is a job the batch is generating: its session, sampler and
+// stop-sequence state, how much of its prompt has been evaluated, and its
+// timings.
+type sequence struct {
+	j       *job
+	sess    *engine.Session
+	sampler *engine.Sampler
+	st      *stopper
+	fed     int   // prompt tokens evaluated
+	tokens  []int // generated
+	start   time.Time
+	first   time.Time // when the prompt's last chunk was evaluated
+}
+
+// work runs the jobs: up to Parallel sequences decode together, one
+// engine step (EvalBatch) at a time. New jobs join at step boundaries,
+// their prompts fed PrefillChunk tokens per step so a long prompt cannot
+// stall the others' decoding; each sequence leaves as soon as it is done.
+func (s *Server) work() {
+	defer s.worker.Done()
+	var live []*sequence
+	for {
+		var ok bool
+		if live, ok = s.admit(live); !ok {
+			return
+		}
+		items, who := s.step(live)
+		logits, err := s.cfg.Model.EvalBatch(s.base, items)
+		if err != nil {
+			for _, q := range live {
+				s.end(q, event{done: true, err: err})
+			}
+			live = live[:0]
+			continue
+		}
+		for k, i := range who {
+			q := live[i]
+			if q.fed < len(q.j.prompt) {
+				continue // more of its prompt next step
+			}
+			if q.first.IsZero() {
+				q.first = time.Now()
+			}
+			if ev, done := s.emit(q, logits[k]); done {
+				s.end(q, ev)
+				live[i] = nil
+			}
+		}
+		live = slices.DeleteFunc(live, func(q *sequence) bool { return q == nil })
+	}
+}
+
+// admit drops the sequences whose clients left, then takes waiting jobs
+// while fewer than Parallel run: blocking for one when none runs. It
+// reports false once the queue is closed and drained and nothing runs.
+func (s *Server) admit(live []*sequence) ([]*sequence, bool) {
+	live = slices.DeleteFunc(live, func(q *sequence) bool {
+		if err := q.j.ctx.Err(); err != nil {
+			s.end(q, event{done: true, err: err})
+			return true
+		}
+		return false
+	})
+	for len(live) < s.cfg.Parallel {
+		s.queue.setFree(s.cfg.Parallel - len(live))
+		j, ok := s.queue.take(len(live) == 0)
+		if !ok {
+			if len(live) == 0 {
+				return nil, false
+			}
+			break
+		}
+		// Its context ended after its handler last looked: the handler
+		// now waits for this end.
+		if err := j.ctx.Err(); err != nil {
+			j.events <- event{done: true, err: err, queued: true}
+			continue
+		}
+		sess, err := s.cfg.Model.NewSession(len(j.prompt) + j.p.maxTokens)
+		if err != nil {
+			j.events <- event{done: true, err: err}
+			continue
+		}
+		p := j.p
+		live = append(live, &sequence{j: j, sess: sess, start: time.Now(),
+			sampler: engine.NewSampler(engine.SamplerOptions{Temperature: p.temperature, TopK: p.topK, TopP: p.topP, Seed: p.seed}),
+			st:      &stopper{tok: s.tok, stops: p.stop, special: p.chat != nil && p.chat.special}})
+	}
+	s.queue.setFree(s.cfg.Parallel - len(live))
+	return live, true
+}
+
+// step lists each live sequence's rows for the next engine step: its last
+// token, or the next chunk of its prompt, decoding rows first, prompt
+// chunks while the step has room (engine.MaxBatch rows).
+func (s *Server) step(live []*sequence) ([]engine.BatchItem, []int) {
+	var items []engine.BatchItem
+	var who []int
+	rows := 0
+	for i, q := range live {
+		if q.fed == len(q.j.prompt) {
+			items = append(items, engine.BatchItem{Session: q.sess, Tokens: q.tokens[len(q.tokens)-1:]})
+			who = append(who, i)
+			rows++
+		}
+	}
+	for i, q := range live {
+		if n := min(len(q.j.prompt)-q.fed, s.cfg.PrefillChunk, engine.MaxBatch-rows); q.fed < len(q.j.prompt) && n > 0 {
+			items = append(items, engine.BatchItem{Session: q.sess, Tokens: q.j.prompt[q.fed : q.fed+n]})
+			who = append(who, i)
+			q.fed += n
+			rows += n
+		}
+	}
+	return items, who
+}
+
+// emit samples the sequence's next token from logits and sends its text;
+// it returns the final event when the sequence is done (an end of
+// generation, a stop sequence, max_tokens, or its client gone).
+func (s *Server) emit(q *sequence, logits []float32) (event, bool) {
+	p := q.j.p
+	id := q.sampler.Sample(logits)
+	q.tokens = append(q.tokens, id)
+	if s.tok.IsEOG(id) {
+		return event{done: true, finish: "stop", text: q.st.flush()}, true
+	}
+	info := tokenInfo{id: id}
+	if p.logprobs >= 0 {
+		lp := engine.LogSoftmax(logits)
+		info.logprob = lp[id]
+		info.top = topN(lp, p.logprobs)
+	}
+	text, stopped := q.st.push(id)
+	select {
+	case q.j.events <- event{text: text, tokens: []tokenInfo{info}}:
+	case <-q.j.ctx.Done():
+		return event{done: true, err: q.j.ctx.Err()}, true
+	}
+	switch {
+	case stopped:
+		return event{done: true, finish: "stop"}, true
+	case len(q.tokens) == p.maxTokens:
+		return event{done: true, finish: "length", text: q.st.flush()}, true
+	}
+	return event{}, false
+}
+
+// end delivers a sequence's final event, with its usage, and records its
+// telemetry. The end is always delivered: the handler waits for it.
+func (s *Server) end(q *sequence, ev event) {
+	ev.done = true
+	n := len(q.tokens)
+	ev.usage = Usage{PromptTokens: len(q.j.prompt), CompletionTokens: n, TotalTokens: len(q.j.prompt) + n}
+	tel := engine.Telemetry{PromptTokens: len(q.j.prompt), GeneratedTokens: n}
+	if !q.first.IsZero() {
+		tel.PrefillSeconds = q.first.Sub(q.start).Seconds()
+		tel.DecodeSeconds = time.Since(q.first).Seconds()
+		tel.PrefillTokPerS = float64(len(q.j.prompt)) / max(tel.PrefillSeconds, 1e-9)
+		if n > 1 {
+			tel.DecodeTokPerS = float64(n-1) / max(tel.DecodeSeconds, 1e-9)
+		}
+	}
+	s.metrics.generated(tel, s.cfg.Model.Experts().Stats())
+	q.j.events <- ev
+}
