@@ -16,6 +16,7 @@ type sequence struct {
 	sampler *engine.Sampler
 	st      *stopper
 	fed     int   // prompt tokens evaluated
+	cached  int   // of those, taken from the prefix cache
 	tokens  []int // generated
 	start   time.Time
 	first   time.Time // when the prompt's last chunk was evaluated
@@ -49,6 +50,7 @@ func (s *Server) work() {
 			}
 			if q.first.IsZero() {
 				q.first = time.Now()
+				s.keepPrefix(q)
 			}
 			if ev, done := s.emit(q, logits[k]); done {
 				s.end(q, ev)
@@ -85,18 +87,42 @@ func (s *Server) admit(live []*sequence) ([]*sequence, bool) {
 			j.events <- event{done: true, err: err, queued: true}
 			continue
 		}
-		sess, err := s.cfg.Model.NewSession(len(j.prompt) + j.p.maxTokens)
+		sess, keep, err := s.session(j)
 		if err != nil {
 			j.events <- event{done: true, err: err}
 			continue
 		}
 		p := j.p
-		live = append(live, &sequence{j: j, sess: sess, start: time.Now(),
+		live = append(live, &sequence{j: j, sess: sess, start: time.Now(), fed: keep, cached: keep,
 			sampler: engine.NewSampler(engine.SamplerOptions{Temperature: p.temperature, TopK: p.topK, TopP: p.topP, Seed: p.seed}),
 			st:      &stopper{tok: s.tok, stops: p.stop, special: p.chat != nil && p.chat.special}})
 	}
 	s.queue.setFree(s.cfg.Parallel - len(live))
 	return live, true
+}
+
+// session starts a job's session: from the saved prefix that spares the
+// most of its prompt, or empty. It returns how many prompt tokens the
+// session already holds.
+func (s *Server) session(j *job) (*engine.Session, int, error) {
+	ctxLen := len(j.prompt) + j.p.maxTokens
+	if p, keep := s.prefixes.find(j.prompt); keep > 0 {
+		sess, err := s.cfg.Model.ResumeSession(p, keep, ctxLen)
+		return sess, keep, err
+	}
+	sess, err := s.cfg.Model.NewSession(ctxLen)
+	return sess, 0, err
+}
+
+// keepPrefix saves the state of a sequence whose prompt was just
+// evaluated, for later requests that begin the same way.
+func (s *Server) keepPrefix(q *sequence) {
+	if s.cfg.PrefixCacheBytes == 0 {
+		return
+	}
+	if p, err := q.sess.Prefix(q.j.prompt); err == nil {
+		s.prefixes.add(p)
+	}
 }
 
 // step lists each live sequence's rows for the next engine step: its last
@@ -161,6 +187,9 @@ func (s *Server) end(q *sequence, ev event) {
 	ev.done = true
 	n := len(q.tokens)
 	ev.usage = Usage{PromptTokens: len(q.j.prompt), CompletionTokens: n, TotalTokens: len(q.j.prompt) + n}
+	if s.cfg.PrefixCacheBytes > 0 {
+		ev.usage.PromptTokensDetails = &PromptTokensDetails{CachedTokens: q.cached}
+	}
 	tel := engine.Telemetry{PromptTokens: len(q.j.prompt), GeneratedTokens: n}
 	if !q.first.IsZero() {
 		tel.PrefillSeconds = q.first.Sub(q.start).Seconds()

@@ -37,6 +37,9 @@ type Config struct {
 	// all of them (0 means 1). PrefillChunk is the most prompt tokens a
 	// sequence feeds per step (0 means engine.MaxBatch).
 	Parallel, PrefillChunk int
+	// PrefixCacheBytes bounds the states of recent prompts kept for
+	// requests that begin the same way (0: none kept).
+	PrefixCacheBytes int64
 	// RequestTimeout bounds a request from arrival to its last token.
 	RequestTimeout time.Duration
 	// MaxBodyBytes bounds a request body.
@@ -58,13 +61,14 @@ type Config struct {
 
 // Server serves one model.
 type Server struct {
-	cfg     Config
-	tok     *tokenizer.Tokenizer
-	tmpl    chatTemplate
-	lim     limits
-	queue   *jobQueue
-	metrics *metrics
-	created int64
+	cfg      Config
+	tok      *tokenizer.Tokenizer
+	tmpl     chatTemplate
+	lim      limits
+	queue    *jobQueue
+	prefixes *prefixCache // the worker's
+	metrics  *metrics
+	created  int64
 
 	base   context.Context
 	cancel context.CancelFunc
@@ -96,6 +100,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: Parallel %d: must be in 0..%d", cfg.Parallel, engine.MaxBatch)
 	case cfg.PrefillChunk < 0:
 		return nil, fmt.Errorf("server: PrefillChunk %d: must be at least 0", cfg.PrefillChunk)
+	case cfg.PrefixCacheBytes < 0:
+		return nil, fmt.Errorf("server: PrefixCacheBytes %d: must be at least 0", cfg.PrefixCacheBytes)
 	case cfg.MaxTokens < 1:
 		return nil, fmt.Errorf("server: MaxTokens %d: must be at least 1", cfg.MaxTokens)
 	case cfg.DefaultMaxTokens < 1 || cfg.DefaultMaxTokens > cfg.MaxTokens:
@@ -127,6 +133,7 @@ func New(cfg Config) (*Server, error) {
 		lim:     limits{maxTokens: cfg.MaxTokens, defaultMax: cfg.DefaultMaxTokens, maxStop: 4, maxStopBytes: 256},
 		metrics: newMetrics(cfg.QueueSize), created: time.Now().Unix()}
 	s.queue = newJobQueue(cfg.QueueSize, s.metrics)
+	s.prefixes = newPrefixCache(cfg.PrefixCacheBytes)
 	s.metrics.experts = m.Experts().Stats()
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.worker.Add(1)

@@ -769,3 +769,31 @@ func TestParallelEqualsAlone(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestPrefixCache: a request whose prompt begins like an earlier one
+// starts from its saved state, says how many prompt tokens that spared in
+// usage, and gets the text it gets with nothing cached.
+func TestPrefixCache(t *testing.T) {
+	m := testModel(t)
+	first := "The experts live on a fast disk, and the router picks four of them for every token"
+	second := first + " that the model reads"
+	wantFirst, wantSecond := expected(t, m, first, 6, 0, 0), expected(t, m, second, 6, 0, 0)
+	cfg := testConfig(m)
+	cfg.PrefixCacheBytes = 64 << 20
+	url, _, _ := start(t, cfg)
+	for i, c := range []struct {
+		prompt, want string
+		cached       bool
+	}{{first, wantFirst, false}, {second, wantSecond, true}, {first, wantFirst, true}} {
+		resp, body := post(t, url+"/v1/completions", fmt.Sprintf(`{"prompt":%q,"max_tokens":6,"temperature":0}`, c.prompt))
+		var out Completion
+		if resp.StatusCode != 200 || json.Unmarshal(body, &out) != nil || out.Usage == nil || out.Usage.PromptTokensDetails == nil {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, body)
+		}
+		got := out.Usage.PromptTokensDetails.CachedTokens
+		if out.Choices[0].Text != c.want || (got > 0) != c.cached || got >= out.Usage.PromptTokens {
+			t.Errorf("request %d: %q with %d of %d prompt tokens cached; want %q, cached %v", i, out.Choices[0].Text, got,
+				out.Usage.PromptTokens, c.want, c.cached)
+		}
+	}
+}

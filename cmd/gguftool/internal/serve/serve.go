@@ -34,6 +34,7 @@ type ServeOptions struct {
 	Queue            int
 	Parallel         int
 	PrefillChunk     int
+	PrefixCache      int64
 	RequestTimeout   time.Duration
 	MaxBody          int64
 	MaxTokens        int
@@ -51,7 +52,7 @@ type ServeOptions struct {
 
 // NewCmdServe builds `gguftool serve`; runF replaces ServeRun in tests.
 func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *ServeOptions) error) *cobra.Command {
-	o := &ServeOptions{IO: f.IOStreams, MaxBody: 1 << 20}
+	o := &ServeOptions{IO: f.IOStreams, MaxBody: 1 << 20, PrefixCache: 256 << 20}
 	cmd := &cobra.Command{
 		Use:   "serve MODEL [--addr 127.0.0.1:8080]",
 		Short: "Serve a model over an OpenAI-compatible HTTP API",
@@ -89,7 +90,11 @@ engine step evaluates one token of every decoding request, or the next
 --prefill-chunk tokens of a new request's prompt, in one pass, so a routed
 expert is read and applied once for every request that chose it. Requests
 join at step boundaries and leave as soon as they finish; each gets the
-tokens it would get alone, bit for bit. Up to --queue more wait (past
+tokens it would get alone, bit for bit. The states of recent prompts are
+kept, within --prefix-cache bytes, so a request whose prompt begins like
+a recent one (the same system prompt, the same chat history) starts from
+there; usage.prompt_tokens_details.cached_tokens says how many tokens
+that spared. Up to --queue more wait (past
 that: 429 with Retry-After). Each request is cancelled when its client disconnects or
 after --request-timeout; a waiting request whose client disconnects leaves
 the queue at once, so its slot goes to the next client, and /metrics
@@ -149,6 +154,7 @@ Examples:
 	fl.IntVar(&o.Queue, "queue", 16, "requests that may wait while --parallel run (≥ 0)")
 	fl.IntVar(&o.Parallel, "parallel", 8, "requests generating together, one engine step for all (1..512)")
 	fl.IntVar(&o.PrefillChunk, "prefill-chunk", 64, "most prompt tokens a request evaluates per step, so long prompts do not stall decoding (≥ 1)")
+	fl.Var(cmdutil.SizeValue{N: &o.PrefixCache}, "prefix-cache", "memory for the states of recent prompts, reused by requests that begin the same way (0: none; default 256MiB)")
 	fl.DurationVar(&o.RequestTimeout, "request-timeout", 10*time.Minute, "longest a request may take, queueing included (> 0)")
 	fl.Var(cmdutil.SizeValue{N: &o.MaxBody}, "max-body", "largest request body, at least 1KiB (default 1MiB)")
 	fl.IntVar(&o.MaxTokens, "max-tokens", 4096, "largest max_tokens a request may ask for")
@@ -298,7 +304,7 @@ func ServeRun(ctx context.Context, o *ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	cfg := server.Config{Model: m, ModelName: name, QueueSize: o.Queue, Parallel: o.Parallel, PrefillChunk: o.PrefillChunk,
+	cfg := server.Config{Model: m, ModelName: name, QueueSize: o.Queue, Parallel: o.Parallel, PrefillChunk: o.PrefillChunk, PrefixCacheBytes: o.PrefixCache,
 		RequestTimeout: o.RequestTimeout,
 		MaxBodyBytes:   o.MaxBody, MaxTokens: o.MaxTokens, DefaultMaxTokens: o.DefaultMaxTokens, Context: ctxLen,
 		APIKey: o.APIKey, Logger: log}

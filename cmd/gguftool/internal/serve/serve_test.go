@@ -19,7 +19,7 @@ import (
 )
 
 func TestNewCmdServe(t *testing.T) {
-	defaults := ServeOptions{Addr: "127.0.0.1:8080", Queue: 16, Parallel: 8, PrefillChunk: 64, RequestTimeout: 10 * time.Minute, MaxBody: 1 << 20, MaxTokens: 4096,
+	defaults := ServeOptions{Addr: "127.0.0.1:8080", Queue: 16, Parallel: 8, PrefillChunk: 64, PrefixCache: 256 << 20, RequestTimeout: 10 * time.Minute, MaxBody: 1 << 20, MaxTokens: 4096,
 		DefaultMaxTokens: 256, Grace: 30 * time.Second, LogFormat: "text", Flags: runflags.Model{ExpertCache: "auto", Policy: "lru", IO: "auto"}}
 	with := func(edit func(*ServeOptions)) ServeOptions {
 		o := defaults
@@ -30,13 +30,13 @@ func TestNewCmdServe(t *testing.T) {
 		{Name: "defaults", Args: "m.pack", Want: with(func(o *ServeOptions) { o.Model = "m.pack" })},
 		{
 			Name: "every flag",
-			Args: "m.pack --addr 0.0.0.0:9000 --api-key k --model-name qwen --queue 4 --parallel 3 --prefill-chunk 16 --request-timeout 30s --max-body 64KiB " +
+			Args: "m.pack --addr 0.0.0.0:9000 --api-key k --model-name qwen --queue 4 --parallel 3 --prefill-chunk 16 --prefix-cache 0 --request-timeout 30s --max-body 64KiB " +
 				"--max-tokens 512 --default-max-tokens 64 --ctx 2048 --shutdown-grace 5s --log-format json --config tiers.json --expert-cache-slots 2",
 			Want: with(func(o *ServeOptions) {
 				o.Model, o.Addr, o.APIKey, o.ModelName, o.Queue, o.RequestTimeout, o.MaxBody = "m.pack", "0.0.0.0:9000", "k", "qwen", 4, 30*time.Second, 64<<10
 				o.MaxTokens, o.DefaultMaxTokens, o.Context, o.Grace, o.LogFormat, o.Config = 512, 64, 2048, 5*time.Second, "json", "tiers.json"
 				o.Flags.ExpertSlots = 2
-				o.Parallel, o.PrefillChunk = 3, 16
+				o.Parallel, o.PrefillChunk, o.PrefixCache = 3, 16, 0
 			}),
 		},
 		{
