@@ -89,6 +89,9 @@ type latentProj struct {
 // isMoE says whether block il routes to experts (the others are dense).
 func (h *Hparams) isMoE(il int) bool { return il >= h.DenseLeading && il < h.Layers }
 
+// MoELayers is the number of layers that route to experts.
+func (h *Hparams) MoELayers() int { return max(0, h.Layers-h.DenseLeading) }
+
 // layerLoader loads one block's tensors, collecting every error.
 type layerLoader struct {
 	l    *loader

@@ -35,7 +35,9 @@ func (s *Server) work() {
 			return
 		}
 		items, who := s.step(live)
+		before := s.cfg.Model.Experts().Stats().Fetches
 		logits, err := s.cfg.Model.EvalBatch(s.base, items)
+		s.countStep(items, before)
 		if err != nil {
 			for _, q := range live {
 				s.end(q, event{done: true, err: err})
@@ -51,6 +53,7 @@ func (s *Server) work() {
 			if q.first.IsZero() {
 				q.first = time.Now()
 				s.keepPrefix(q)
+				s.metrics.firstTokenAfter(time.Since(q.j.arrived))
 			}
 			if ev, done := s.emit(q, logits[k]); done {
 				s.end(q, ev)
@@ -92,6 +95,7 @@ func (s *Server) admit(live []*sequence) ([]*sequence, bool) {
 			j.events <- event{done: true, err: err}
 			continue
 		}
+		s.metrics.admitted(time.Since(j.arrived), keep)
 		p := j.p
 		live = append(live, &sequence{j: j, sess: sess, start: time.Now(), fed: keep, cached: keep,
 			sampler: engine.NewSampler(engine.SamplerOptions{Temperature: p.temperature, TopK: p.topK, TopP: p.topP, Seed: p.seed}),
@@ -99,6 +103,19 @@ func (s *Server) admit(live []*sequence) ([]*sequence, bool) {
 	}
 	s.queue.setFree(s.cfg.Parallel - len(live))
 	return live, true
+}
+
+// countStep records a step in the metrics: its sequences and rows, and
+// the experts it fetched (the source's count since before) against the
+// (row, expert) uses it routed.
+func (s *Server) countStep(items []engine.BatchItem, before uint64) {
+	rows := 0
+	for _, it := range items {
+		rows += len(it.Tokens)
+	}
+	h := s.cfg.Model.Hparams
+	uses := uint64(rows) * uint64(h.ExpertsUsed) * uint64(h.MoELayers())
+	s.metrics.step(len(items), rows, s.cfg.Model.Experts().Stats().Fetches-before, uses)
 }
 
 // session starts a job's session: from the saved prefix that spares the

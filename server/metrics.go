@@ -36,6 +36,14 @@ type metrics struct {
 	// queue_full rejection (see Server.QueueStats).
 	rejectedWithRoom   uint64
 	lastRejectionDepth int
+	// Continuous batching: engine steps, the rows and sequences they
+	// evaluated, the experts they fetched against the (row, expert) uses
+	// routed (uses − fetches: reads batching spared), prefix-cache reuse,
+	// and the waits before admission and before the first token.
+	steps, stepRows, expertUses, stepFetches uint64
+	lastBatch                                int
+	prefixHits, prefixTokens                 uint64
+	queueWait, firstToken                    histogram
 }
 
 var latencyBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
@@ -48,7 +56,45 @@ type histogram struct {
 
 func newMetrics(queueCap int) *metrics {
 	return &metrics{requests: map[[2]string]uint64{}, durations: map[string]*histogram{}, rejected: map[string]uint64{},
-		cancelled: map[string]uint64{}, queueCap: queueCap, lastRejectionDepth: -1}
+		cancelled: map[string]uint64{}, queueCap: queueCap, lastRejectionDepth: -1,
+		queueWait: newHistogram(), firstToken: newHistogram()}
+}
+
+func newHistogram() histogram { return histogram{counts: make([]uint64, len(latencyBuckets)+1)} }
+
+func (h *histogram) add(s float64) {
+	h.counts[sort.SearchFloat64s(latencyBuckets, s)]++
+	h.sum += s
+	h.n++
+}
+
+// step records one engine step of the batch.
+func (m *metrics) step(seqs, rows int, fetches, uses uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.steps++
+	m.stepRows += uint64(rows)
+	m.lastBatch = seqs
+	m.stepFetches += fetches
+	m.expertUses += uses
+}
+
+// admitted records a request's wait in the queue and its prefix reuse.
+func (m *metrics) admitted(wait time.Duration, cached int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.queueWait.add(wait.Seconds())
+	if cached > 0 {
+		m.prefixHits++
+		m.prefixTokens += uint64(cached)
+	}
+}
+
+// firstTokenAfter records a request's time to its first token.
+func (m *metrics) firstTokenAfter(d time.Duration) {
+	m.mu.Lock()
+	m.firstToken.add(d.Seconds())
+	m.mu.Unlock()
 }
 
 func (m *metrics) observe(endpoint string, code int, d time.Duration) {
@@ -57,14 +103,11 @@ func (m *metrics) observe(endpoint string, code int, d time.Duration) {
 	m.requests[[2]string{endpoint, fmt.Sprint(code)}]++
 	h := m.durations[endpoint]
 	if h == nil {
-		h = &histogram{counts: make([]uint64, len(latencyBuckets)+1)}
+		nh := newHistogram()
+		h = &nh
 		m.durations[endpoint] = h
 	}
-	s := d.Seconds()
-	i := sort.SearchFloat64s(latencyBuckets, s)
-	h.counts[i]++
-	h.sum += s
-	h.n++
+	h.add(d.Seconds())
 }
 
 func (m *metrics) generated(t engine.Telemetry, experts engine.SourceStats) {
@@ -141,15 +184,7 @@ func (m *metrics) write(w io.Writer) {
 	}
 	sort.Strings(eps)
 	for _, e := range eps {
-		h := m.durations[e]
-		var cum uint64
-		for i, le := range latencyBuckets {
-			cum += h.counts[i]
-			fmt.Fprintf(&b, "gguftool_request_duration_seconds_bucket{endpoint=%q,le=\"%g\"} %d\n", e, le, cum)
-		}
-		fmt.Fprintf(&b, "gguftool_request_duration_seconds_bucket{endpoint=%q,le=\"+Inf\"} %d\n", e, h.n)
-		fmt.Fprintf(&b, "gguftool_request_duration_seconds_sum{endpoint=%q} %g\n", e, h.sum)
-		fmt.Fprintf(&b, "gguftool_request_duration_seconds_count{endpoint=%q} %d\n", e, h.n)
+		m.durations[e].write(&b, "gguftool_request_duration_seconds", fmt.Sprintf("endpoint=%q,", e))
 	}
 	metric("gguftool_rejected_requests_total", "counter", "Requests turned away before running, by reason.")
 	fmt.Fprintf(&b, "gguftool_rejected_requests_total{reason=\"queue_full\"} %d\n", m.rejected["queue_full"])
@@ -189,5 +224,33 @@ func (m *metrics) write(w io.Writer) {
 	counter("gguftool_expert_bytes_read_total", "Bytes of expert records read from the pack.", float64(e.BytesRead))
 	counter("gguftool_expert_io_wait_seconds_total", "Time blocked on expert reads with nothing to compute.", e.IOWait.Seconds())
 	gauge("gguftool_expert_cache_slots", "Experts the RAM cache holds.", float64(e.CacheSlots))
+	counter("gguftool_batch_steps_total", "Engine steps run (each evaluates every running request's next rows).", float64(m.steps))
+	counter("gguftool_batch_rows_total", "Rows (tokens) the steps evaluated; ÷ steps is the tokens per step.", float64(m.stepRows))
+	gauge("gguftool_batch_sequences", "Requests in the last step.", float64(m.lastBatch))
+	counter("gguftool_batch_expert_uses_total", "Routed (row, expert) uses in the steps.", float64(m.expertUses))
+	counter("gguftool_batch_expert_fetches_total", "Distinct experts the steps fetched: uses − fetches is what batching spared.", float64(m.stepFetches))
+	counter("gguftool_prefix_cache_hits_total", "Requests started from a kept prompt state.", float64(m.prefixHits))
+	counter("gguftool_prefix_cached_tokens_total", "Prompt tokens those requests did not evaluate.", float64(m.prefixTokens))
+	metric("gguftool_queue_wait_seconds", "histogram", "Time from arrival to joining the batch.")
+	m.queueWait.write(&b, "gguftool_queue_wait_seconds", "")
+	metric("gguftool_time_to_first_token_seconds", "histogram", "Time from arrival to the first generated token.")
+	m.firstToken.write(&b, "gguftool_time_to_first_token_seconds", "")
 	io.WriteString(w, b.String())
+}
+
+// write prints the histogram's buckets, sum and count; labels, when not
+// empty, ends with a comma.
+func (h *histogram) write(b *strings.Builder, name, labels string) {
+	var cum uint64
+	for i, le := range latencyBuckets {
+		cum += h.counts[i]
+		fmt.Fprintf(b, "%s_bucket{%sle=\"%g\"} %d\n", name, labels, le, cum)
+	}
+	fmt.Fprintf(b, "%s_bucket{%sle=\"+Inf\"} %d\n", name, labels, h.n)
+	trim := strings.TrimSuffix(labels, ",")
+	if trim != "" {
+		trim = "{" + trim + "}"
+	}
+	fmt.Fprintf(b, "%s_sum%s %g\n", name, trim, h.sum)
+	fmt.Fprintf(b, "%s_count%s %d\n", name, trim, h.n)
 }

@@ -501,10 +501,11 @@ func chatMessages(in []ChatMessage) ([]chattmpl.Message, *APIError) {
 
 // job is one generation waiting for, or running on, the model.
 type job struct {
-	ctx    context.Context
-	prompt []int
-	p      params
-	events chan event
+	ctx     context.Context
+	arrived time.Time
+	prompt  []int
+	p       params
+	events  chan event
 }
 
 // event is a piece of a generation: new text, or the end.
@@ -538,7 +539,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, rl *reqLog, pr
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	j := &job{ctx: ctx, prompt: prompt, p: p, events: make(chan event, 64)}
+	j := &job{ctx: ctx, arrived: time.Now(), prompt: prompt, p: p, events: make(chan event, 64)}
 	switch ok, closed := s.queue.push(j); {
 	case closed:
 		writeError(w, rl, &APIError{Status: 503, Type: "server_error", Message: "the server is shutting down"})

@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -768,6 +770,23 @@ func TestParallelEqualsAlone(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	// The steps batched: more rows than steps, and fewer experts fetched
+	// than routed uses. Each request's first token and wait were timed.
+	text := metricsText(t, url)
+	value := func(name string) float64 {
+		m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(text)
+		if m == nil {
+			t.Fatalf("no %s in /metrics", name)
+		}
+		v, _ := strconv.ParseFloat(m[1], 64)
+		return v
+	}
+	steps, rows := value("gguftool_batch_steps_total"), value("gguftool_batch_rows_total")
+	uses, fetches := value("gguftool_batch_expert_uses_total"), value("gguftool_batch_expert_fetches_total")
+	if steps == 0 || rows <= steps || fetches >= uses || value("gguftool_time_to_first_token_seconds_count") != float64(len(prompts)) ||
+		value("gguftool_queue_wait_seconds_count") != float64(len(prompts)) {
+		t.Errorf("metrics: %g steps of %g rows, %g expert fetches for %g uses:\n%s", steps, rows, fetches, uses, text)
+	}
 }
 
 // TestPrefixCache: a request whose prompt begins like an earlier one
