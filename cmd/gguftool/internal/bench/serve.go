@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -105,13 +106,19 @@ type ServeResult struct {
 	LatencyP50             float64        `json:"latency_p50_seconds"`
 	LatencyP99             float64        `json:"latency_p99_seconds"`
 	LatencyMax             float64        `json:"latency_max_seconds"`
-	TokensPerSecond        float64        `json:"completion_tokens_per_second"`
-	CompletionTokens       int            `json:"completion_tokens"`
-	GoroutinesBefore       int            `json:"goroutines_before"`
-	GoroutinesAfter        int            `json:"goroutines_after"`
-	FDsBefore              int            `json:"fds_before"`
-	FDsAfter               int            `json:"fds_after"`
-	OK                     bool           `json:"ok"`
+	// Of the streamed requests: time to the first token's event, and the
+	// gaps between later events.
+	TTFTP50          float64 `json:"ttft_p50_seconds"`
+	TTFTP99          float64 `json:"ttft_p99_seconds"`
+	ITLP50           float64 `json:"inter_token_p50_seconds"`
+	ITLP99           float64 `json:"inter_token_p99_seconds"`
+	TokensPerSecond  float64 `json:"completion_tokens_per_second"`
+	CompletionTokens int     `json:"completion_tokens"`
+	GoroutinesBefore int     `json:"goroutines_before"`
+	GoroutinesAfter  int     `json:"goroutines_after"`
+	FDsBefore        int     `json:"fds_before"`
+	FDsAfter         int     `json:"fds_after"`
+	OK               bool    `json:"ok"`
 }
 
 // failures says why the run fails its checks, nothing when it passes:
@@ -244,17 +251,25 @@ func loadTest(ctx context.Context, o *BenchServeOptions, m *engine.Model, res *S
 type clientTally struct {
 	mu        sync.Mutex
 	latencies []float64 // seconds, of the requests that completed
+	ttfts     []float64 // of the streamed ones: to the first event
+	gaps      []float64 // between their later events
 	tokens    int
 	rejected  int
 	other     map[string]int // by status, or "transport error"
 }
 
-func (t *clientTally) record(status int, seconds float64, body []byte, stream bool) {
+func (t *clientTally) record(status int, seconds float64, body []byte, stream bool, events []float64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch status {
 	case http.StatusOK:
 		t.latencies = append(t.latencies, seconds)
+		if len(events) > 0 {
+			t.ttfts = append(t.ttfts, events[0])
+			for i := 1; i < len(events); i++ {
+				t.gaps = append(t.gaps, events[i]-events[i-1])
+			}
+		}
 		t.tokens += completionTokens(body, stream)
 	case http.StatusTooManyRequests:
 		t.rejected++
@@ -272,13 +287,21 @@ func (t *clientTally) transportError() {
 // summarize fills res's counts, latency percentiles and tokens/s; the
 // other statuses are already in res.Other.
 func (t *clientTally) summarize(res *ServeResult) {
-	sort.Float64s(t.latencies)
 	lat := t.latencies
 	res.Completed, res.CompletionTokens, res.Rejected429 = len(lat), t.tokens, t.rejected
-	if len(lat) > 0 {
-		res.LatencyP50, res.LatencyP99, res.LatencyMax = lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)], lat[len(lat)-1]
-	}
+	res.LatencyP50, res.LatencyP99, res.LatencyMax = percentile(lat, 50), percentile(lat, 99), percentile(lat, 100)
+	res.TTFTP50, res.TTFTP99 = percentile(t.ttfts, 50), percentile(t.ttfts, 99)
+	res.ITLP50, res.ITLP99 = percentile(t.gaps, 50), percentile(t.gaps, 99)
 	res.TokensPerSecond = float64(t.tokens) / res.Seconds
+}
+
+// percentile is the p-th percentile of xs (sorting them), 0 for none.
+func percentile(xs []float64, p int) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	sort.Float64s(xs)
+	return xs[min(len(xs)-1, len(xs)*p/100)]
 }
 
 // driveClients runs o.Clients clients until the deadline, each sending
@@ -312,10 +335,37 @@ func sendCompletion(client *http.Client, url string, maxTokens, c, i int, tally 
 		tally.transportError()
 		return 0
 	}
-	data, _ := io.ReadAll(resp.Body)
+	var data []byte
+	var events []float64 // seconds from the start to each token event
+	if stream && resp.StatusCode == http.StatusOK {
+		data, events = readEvents(resp.Body, start)
+	} else {
+		data, _ = io.ReadAll(resp.Body)
+	}
 	resp.Body.Close()
-	tally.record(resp.StatusCode, time.Since(start).Seconds(), data, stream)
+	tally.record(resp.StatusCode, time.Since(start).Seconds(), data, stream, events)
 	return resp.StatusCode
+}
+
+// readEvents reads a stream line by line, noting when each event that
+// carries a token arrived (not the final usage chunk, nor [DONE]).
+func readEvents(r io.Reader, start time.Time) ([]byte, []float64) {
+	var all bytes.Buffer
+	var at []float64
+	br := bufio.NewReader(r)
+	for {
+		line, err := br.ReadBytes('\n')
+		all.Write(line)
+		if p, ok := bytes.CutPrefix(line, []byte("data: {")); ok {
+			var c server.Completion
+			if json.Unmarshal(append([]byte("{"), p...), &c) == nil && c.Usage == nil {
+				at = append(at, time.Since(start).Seconds())
+			}
+		}
+		if err != nil {
+			return all.Bytes(), at
+		}
+	}
 }
 
 // settleGoroutines waits up to a second for the goroutines that are
@@ -334,6 +384,8 @@ func printServe(w io.Writer, res *ServeResult) {
 		res.Completed, res.Rejected429, res.Other)
 	fmt.Fprintf(w, "latency p50 %.3f s, p99 %.3f s, max %.3f s; %.1f completion tokens/s\n", res.LatencyP50, res.LatencyP99,
 		res.LatencyMax, res.TokensPerSecond)
+	fmt.Fprintf(w, "streamed: time to first token p50 %.3f s, p99 %.3f s; between tokens p50 %.3f s, p99 %.3f s\n",
+		res.TTFTP50, res.TTFTP99, res.ITLP50, res.ITLP99)
 	fmt.Fprintf(w, "goroutines %d → %d, open fds %d → %d\n", res.GoroutinesBefore, res.GoroutinesAfter, res.FDsBefore, res.FDsAfter)
 }
 

@@ -106,11 +106,13 @@ func TestBenchServe(t *testing.T) {
 	src, _ := runModel(t)
 	code, out, errOut := run(t, "bench", "serve", src, "--clients", "64", "--duration", "2s", "--queue", "4", "--json")
 	var r struct {
-		OK        bool `json:"ok"`
-		Completed int  `json:"completed"`
-		Rejected  int  `json:"rejected_429"`
+		OK        bool    `json:"ok"`
+		Completed int     `json:"completed"`
+		Rejected  int     `json:"rejected_429"`
+		TTFT      float64 `json:"ttft_p50_seconds"`
+		ITL       float64 `json:"inter_token_p99_seconds"`
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || !r.OK || r.Completed == 0 || r.Rejected == 0 {
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || !r.OK || r.Completed == 0 || r.Rejected == 0 || r.TTFT <= 0 || r.ITL <= 0 {
 		t.Fatalf("bench serve: %d %s %s", code, out, errOut)
 	}
 }
