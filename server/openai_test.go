@@ -45,11 +45,14 @@ func openAIDir(t *testing.T) string {
 }
 
 // TestOpenAIClient: the official OpenAI client library talks to the
-// server, plain and streamed, and gets what the runtime generates.
+// server, plain and streamed, six streams at once among them, and gets
+// what the runtime generates.
 func TestOpenAIClient(t *testing.T) {
 	lib := openAIDir(t)
 	m := testModel(t)
-	url, _, _ := start(t, testConfig(m))
+	cfg := testConfig(m)
+	cfg.Parallel = 4
+	url, _, _ := start(t, cfg)
 	out, err := exec.Command("node", filepath.Join(lib, "openai-client.mjs"), url+"/v1").Output()
 	if err != nil {
 		var ee *exec.ExitError
@@ -65,6 +68,7 @@ func TestOpenAIClient(t *testing.T) {
 		Chat             string   `json:"chat"`
 		ChatStream       string   `json:"chat_stream"`
 		Models           []string `json:"models"`
+		Concurrent       []string `json:"concurrent_streams"`
 		Usage            Usage    `json:"completion_usage"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
@@ -74,6 +78,14 @@ func TestOpenAIClient(t *testing.T) {
 	wantChat := expected(t, m, "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n", 12, 0.7, 11)
 	if got.Completion != want || got.CompletionStream != want || got.Chat != wantChat || got.ChatStream != wantChat {
 		t.Errorf("client got %+v; runtime gives %q and chat %q", got, want, wantChat)
+	}
+	for i, text := range got.Concurrent {
+		if want := expected(t, m, "The experts live on", 12, 0.7, uint64(20+i)); text != want {
+			t.Errorf("concurrent stream %d (seed %d): %q; runtime gives %q", i, 20+i, text, want)
+		}
+	}
+	if len(got.Concurrent) != 6 {
+		t.Errorf("%d concurrent streams, want 6", len(got.Concurrent))
 	}
 	if got.CompletionModel != "test-model" || !slices.Equal(got.Models, []string{"test-model"}) || got.Usage.CompletionTokens == 0 {
 		t.Errorf("model names %q %v, usage %+v", got.CompletionModel, got.Models, got.Usage)
