@@ -15,6 +15,10 @@ type BenchResult struct {
 	PrefillSeconds float64 `json:"prefill_seconds"`
 	Tokens         []int   `json:"tokens"`
 	DecodeSeconds  float64 `json:"decode_seconds"` // for len(Tokens)−1 forward passes
+	// With BenchOptions.Parallel above 1: that many sequences decoded
+	// together, each one's tokens (Tokens is empty).
+	Parallel  int     `json:"parallel,omitempty"`
+	Sequences [][]int `json:"sequences,omitempty"`
 }
 
 // BenchOptions configure a speed run. Unlike the correctness modes it uses
@@ -25,6 +29,9 @@ type BenchOptions struct {
 	Tokens       int
 	Threads      int
 	MMap         bool // map the file instead of reading it into RAM
+	// Parallel, above 1, decodes that many sequences together in one
+	// batch per step (sequence s's prompt: ids 100 + 13s, 101 + 13s, …).
+	Parallel int
 }
 
 // Bench runs llama.cpp once on model.
@@ -33,6 +40,9 @@ func (o *Oracle) Bench(ctx context.Context, model string, b BenchOptions) (*Benc
 		"--prompt-tokens", strconv.Itoa(b.PromptTokens), "-n", strconv.Itoa(b.Tokens)}
 	if b.MMap {
 		args = append(args, "--mmap")
+	}
+	if b.Parallel > 1 {
+		args = append(args, "--parallel", strconv.Itoa(b.Parallel))
 	}
 	var r BenchResult
 	if err := o.exec(ctx, &r, "bench "+model, args); err != nil {

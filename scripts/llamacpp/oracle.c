@@ -4,7 +4,7 @@
 //   oracle --bins DIR MODEL load
 //   oracle --bins DIR MODEL generate --prompt 1,2,3 -n 16
 //   oracle --bins DIR MODEL score --ids 1,2,3,4 [--top 16] [--logits-out FILE] [--sequential]
-//   oracle --bins DIR MODEL bench --prompt-tokens 32 -n 128 [--kv f16] [--cpu best] [--mmap]
+//   oracle --bins DIR MODEL bench --prompt-tokens 32 -n 128 [--kv f16] [--cpu best] [--mmap] [--parallel P]
 //
 // Common flags: --kv f32|f16 (KV cache type, default f32), --threads N
 // (default 2), --cpu VARIANT (the ggml CPU backend library to load,
@@ -19,6 +19,10 @@
 // decode: load (read into RAM, or mmap with --mmap), prefill a prompt of
 // ids 100, 101, … in one batch, decode greedily; reports the seconds of
 // each phase. --cpu best loads the CPU variant llama.cpp picks itself.
+// With --parallel P, P sequences (prompt of sequence s: ids 100 + 13s,
+// 101 + 13s, …) are prefilled in one batch and then decoded together,
+// one batch of P tokens per step, each in its own KV cells; "tokens" is
+// then one list per sequence.
 #define _POSIX_C_SOURCE 200809L // clock_gettime
 #include <math.h>
 #include <stdio.h>
@@ -97,10 +101,62 @@ static void print_top(const double *lp, int n, int top) {
     free(used);
 }
 
+// bench_parallel prefills `parallel` prompts (sequence s: ids[i] + 13s)
+// in one batch, then decodes them greedily together, one batch of one
+// token per sequence per step; it prints the seconds of each phase and
+// each sequence's tokens.
+static void bench_parallel(struct llama_context *ctx, const llama_token *ids, int n_ids, int n_gen, int parallel,
+                           int n_vocab, double t_load) {
+    struct llama_batch batch = llama_batch_init(n_ids * parallel, 0, 1);
+    for (int s = 0; s < parallel; s++) {
+        for (int i = 0; i < n_ids; i++) {
+            int k = s * n_ids + i;
+            batch.token[k] = (ids[i] + 13 * s) % n_vocab;
+            batch.pos[k] = i;
+            batch.n_seq_id[k] = 1;
+            batch.seq_id[k][0] = s;
+            batch.logits[k] = i == n_ids - 1;
+        }
+    }
+    batch.n_tokens = n_ids * parallel;
+    llama_token *tok = malloc(sizeof(llama_token) * parallel);
+    llama_token *all = malloc(sizeof(llama_token) * parallel * (n_gen > 0 ? n_gen : 1));
+    double t0 = now();
+    if (llama_decode(ctx, batch)) die("llama_decode failed");
+    double t_prefill = now() - t0;
+    for (int s = 0; s < parallel; s++) tok[s] = all[s * n_gen] = argmax(llama_get_logits_ith(ctx, (s + 1) * n_ids - 1), n_vocab);
+    t0 = now();
+    for (int step = 1; step < n_gen; step++) {
+        for (int s = 0; s < parallel; s++) {
+            batch.token[s] = tok[s];
+            batch.pos[s] = n_ids + step - 1;
+            batch.n_seq_id[s] = 1;
+            batch.seq_id[s][0] = s;
+            batch.logits[s] = 1;
+        }
+        batch.n_tokens = parallel;
+        if (llama_decode(ctx, batch)) die("llama_decode failed");
+        for (int s = 0; s < parallel; s++) tok[s] = all[s * n_gen + step] = argmax(llama_get_logits_ith(ctx, s), n_vocab);
+    }
+    double t_decode = now() - t0;
+    printf("{\"ok\":true,\"load_seconds\":%.6f,\"prompt_tokens\":%d,\"parallel\":%d,\"prefill_seconds\":%.6f,"
+           "\"decode_seconds\":%.6f,\"sequences\":[",
+           t_load, n_ids, parallel, t_prefill, t_decode);
+    for (int s = 0; s < parallel; s++) {
+        printf("%s[", s ? "," : "");
+        for (int step = 0; step < n_gen; step++) printf("%s%d", step ? "," : "", all[s * n_gen + step]);
+        printf("]");
+    }
+    printf("]}\n");
+    free(tok);
+    free(all);
+    llama_batch_free(batch);
+}
+
 int main(int argc, char **argv) {
     const char *bins = NULL, *model_path = NULL, *mode = NULL, *prompt = NULL, *ids_arg = NULL;
     const char *kv = "f32", *cpu = "haswell", *logits_out = NULL;
-    int n_gen = 16, threads = 2, top = 16, prompt_tokens = 32, use_mmap = 0, sequential = 0;
+    int n_gen = 16, threads = 2, top = 16, prompt_tokens = 32, use_mmap = 0, sequential = 0, parallel = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -123,6 +179,7 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--prompt-tokens") && next) { prompt_tokens = atoi(next); i++; continue; }
         if (!strcmp(a, "--mmap")) { use_mmap = 1; continue; }
         if (!strcmp(a, "--sequential")) { sequential = 1; continue; }
+        if (!strcmp(a, "--parallel") && next) { parallel = atoi(next); i++; continue; }
         if (!model_path) { model_path = a; continue; }
         if (!mode) { mode = a; continue; }
         die("unexpected argument");
@@ -183,11 +240,13 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n_ids; i++)
         if (ids[i] < 0 || ids[i] >= n_vocab) die("id out of vocabulary");
 
+    if (parallel < 1 || (parallel > 1 && strcmp(mode, "bench"))) die("--parallel is for bench, and at least 1");
     struct llama_context_params cp = llama_context_default_params();
     int n_ctx = n_ids + n_gen > 1024 ? n_ids + n_gen : 1024;
-    cp.n_ctx = n_ctx;
-    cp.n_batch = n_ctx;
-    cp.n_ubatch = n_ctx;
+    cp.n_ctx = n_ctx * parallel; // each sequence its own n_ctx cells
+    cp.n_batch = n_ctx * parallel;
+    cp.n_ubatch = n_ctx * parallel;
+    cp.n_seq_max = parallel;
     cp.n_threads = threads;
     cp.n_threads_batch = threads;
     cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
@@ -202,7 +261,9 @@ int main(int argc, char **argv) {
     if (!ctx) die("cannot create a context");
     double *lp = malloc(sizeof(double) * n_vocab);
 
-    if (!strcmp(mode, "bench")) {
+    if (!strcmp(mode, "bench") && parallel > 1) {
+        bench_parallel(ctx, ids, n_ids, n_gen, parallel, n_vocab, t_load);
+    } else if (!strcmp(mode, "bench")) {
         // Prefill the prompt in one batch, then decode greedily; the first
         // token comes from the prefill's logits, so decode times n_gen−1
         // forward passes.

@@ -28,6 +28,7 @@ type BenchDecodeOptions struct {
 	PromptTokens int
 	Tokens       int
 	Runs         int
+	Parallel     int
 	Reference    string
 	NoLlamaCpp   bool
 	JSON         bool
@@ -50,7 +51,11 @@ the CPU variant llama.cpp picks, the same thread count).
 The prompt is --prompt-tokens ids (100, 101, …) evaluated as one batch;
 then -n tokens are decoded greedily without stopping at end-of-generation.
 Run 1 starts with an empty expert cache (cold); later runs reuse it
-(warm). Speeds are medians over the runs. For a pack the report adds the
+(warm). With --parallel P above 1, P sequences (prompt ids 100 + 13s,
+101 + 13s, … for sequence s) are prefilled as one batch and decoded
+together, one batch of P tokens per step, by both gguftool and llama.cpp
+(each sequence in its own KV cells); the speeds are then the aggregate
+tokens/s over the sequences. Speeds are medians over the runs. For a pack the report adds the
 cache hit rate, bytes read per token, the disk bandwidth of a raw O_DIRECT
 read of the containers, and the I/O bound max(compute, miss bytes ÷
 bandwidth) per token with how close the run came to it. With --plan the
@@ -72,6 +77,9 @@ Examples:
 			if o.PromptTokens < 1 || o.Tokens < 2 || o.Runs < 1 {
 				return cmdutil.FlagErrorf("bench decode: --prompt-tokens ≥ 1, -n ≥ 2 and --runs ≥ 1")
 			}
+			if o.Parallel < 1 || o.Parallel*o.PromptTokens > engine.MaxBatch {
+				return cmdutil.FlagErrorf("bench decode: --parallel %d: want at least 1, with --parallel × --prompt-tokens at most %d", o.Parallel, engine.MaxBatch)
+			}
 			if runF != nil {
 				return runF(cmd.Context(), o)
 			}
@@ -82,6 +90,7 @@ Examples:
 	fl.IntVar(&o.PromptTokens, "prompt-tokens", 32, "prompt length")
 	fl.IntVarP(&o.Tokens, "max-tokens", "n", 128, "tokens to decode")
 	fl.IntVar(&o.Runs, "runs", 3, "runs of each (medians are reported)")
+	fl.IntVar(&o.Parallel, "parallel", 1, "sequences decoded together, one batch per step (speeds are their aggregate)")
 	fl.StringVar(&o.Reference, "reference", "", "GGUF for llama.cpp when MODEL is a pack")
 	fl.BoolVar(&o.NoLlamaCpp, "no-llamacpp", false, "measure gguftool only")
 	fl.BoolVar(&o.JSON, "json", false, "print the result as JSON")
@@ -101,6 +110,7 @@ type DecodeResult struct {
 	Kernels      string             `json:"kernels"`
 	PromptTokens int                `json:"prompt_tokens"`
 	Tokens       int                `json:"tokens"`
+	Parallel     int                `json:"parallel"`
 	Runs         []engine.Telemetry `json:"runs"`
 	Ours         Speeds             `json:"gguftool"`
 	LlamaCpp     *Speeds            `json:"llamacpp,omitempty"`
@@ -168,7 +178,7 @@ func benchDecodeRun(ctx context.Context, o *BenchDecodeOptions) error {
 	}
 	defer m.Close()
 	res := DecodeResult{Schema: DecodeSchema, Model: o.Model, Threads: m.Threads(), Kernels: quant.Kernels(),
-		PromptTokens: o.PromptTokens, Tokens: o.Tokens}
+		PromptTokens: o.PromptTokens, Tokens: o.Tokens, Parallel: o.Parallel}
 	if err := measureOurs(ctx, o, m, &res, say); err != nil {
 		return err
 	}
@@ -210,11 +220,19 @@ func measureOurs(ctx context.Context, o *BenchDecodeOptions, m *engine.Model, re
 	}
 	var warmPrefill, warmDecode []float64
 	for r := range o.Runs {
-		g, err := m.Generate(ctx, prompt, engine.GenerateOptions{MaxTokens: o.Tokens})
-		if err != nil {
-			return err
+		var t engine.Telemetry
+		if o.Parallel > 1 {
+			var err error
+			if t, err = decodeTogether(ctx, m, o.Parallel, o.PromptTokens, o.Tokens); err != nil {
+				return err
+			}
+		} else {
+			g, err := m.Generate(ctx, prompt, engine.GenerateOptions{MaxTokens: o.Tokens})
+			if err != nil {
+				return err
+			}
+			t = g.Telemetry
 		}
-		t := g.Telemetry
 		res.Runs = append(res.Runs, t)
 		say("gguftool run %d (%s cache): prefill %.1f tok/s, decode %.1f tok/s", r+1, t.CacheState, t.PrefillTokPerS, t.DecodeTokPerS)
 		if r == 0 {
@@ -266,11 +284,15 @@ func measureLlamaCpp(ctx context.Context, o *BenchDecodeOptions, ref string, res
 	}
 	var pre, dec []float64
 	for r := range o.Runs {
-		b, err := oracle.Bench(ctx, ref, llamacpp.BenchOptions{PromptTokens: o.PromptTokens, Tokens: o.Tokens, Threads: res.Threads})
+		b, err := oracle.Bench(ctx, ref, llamacpp.BenchOptions{PromptTokens: o.PromptTokens, Tokens: o.Tokens, Threads: res.Threads,
+			Parallel: o.Parallel})
 		if err != nil {
 			return err
 		}
 		p, d := float64(b.PromptTokens)/b.PrefillSeconds, float64(len(b.Tokens)-1)/b.DecodeSeconds
+		if b.Parallel > 1 {
+			p, d = float64(b.Parallel*b.PromptTokens)/b.PrefillSeconds, float64(b.Parallel*(o.Tokens-1))/b.DecodeSeconds
+		}
 		say("llama.cpp run %d: prefill %.1f tok/s, decode %.1f tok/s", r+1, p, d)
 		pre, dec = append(pre, p), append(dec, d)
 	}

@@ -208,6 +208,15 @@ func TestBenchDecode(t *testing.T) {
 		r.Runs[0].CacheState != "cold" || r.Runs[1].CacheState != "warm" {
 		t.Fatalf("bench decode pack: %v %s", err, out)
 	}
+	// Three sequences decoded together, by both engines.
+	code, out, errOut = run(t, "bench", "decode", src, "--prompt-tokens", "8", "-n", "4", "--runs", "1", "--parallel", "3", "--json")
+	r = bench.DecodeResult{}
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || r.Parallel != 3 || r.Runs[0].GeneratedTokens != 12 || r.Ours.Decode <= 0 {
+		t.Fatalf("bench decode --parallel: %d %s %s", code, out, errOut)
+	}
+	if _, err := llamacpp.Find(); err == nil && (r.LlamaCpp == nil || r.LlamaCpp.Decode <= 0) {
+		t.Errorf("llama.cpp is installed but its parallel decode was not measured: %s", out)
+	}
 }
 
 // TestTraceImport: both public layouts convert and read back.
