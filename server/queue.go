@@ -20,7 +20,8 @@ type jobQueue struct {
 	changed sync.Cond // signalled when a job arrives or the queue closes
 	waiting []*job
 	limit   int
-	free    int // places the worker's batch has for jobs now
+	free    int    // places the worker's batch has for jobs now
+	last    string // the tenant of the job taken last
 	closed  bool
 	metrics *metrics
 }
@@ -82,10 +83,31 @@ func (q *jobQueue) take(wait bool) (*job, bool) {
 	if len(q.waiting) == 0 {
 		return nil, false
 	}
-	j := q.waiting[0]
-	q.waiting = slices.Delete(q.waiting, 0, 1)
+	i := q.next()
+	j := q.waiting[i]
+	q.last = j.tenant
+	q.waiting = slices.Delete(q.waiting, i, i+1)
 	q.metrics.setQueued(len(q.waiting))
 	return j, true
+}
+
+// next is the index of the job to take: round-robin across tenants, the
+// oldest waiting job of the first tenant after the last one served (in
+// the tenants' sorted order, wrapping around); FIFO with one tenant.
+func (q *jobQueue) next() int {
+	best, wrap := -1, -1
+	for i, j := range q.waiting {
+		switch {
+		case j.tenant > q.last && (best < 0 || j.tenant < q.waiting[best].tenant):
+			best = i
+		case wrap < 0 || j.tenant < q.waiting[wrap].tenant:
+			wrap = i
+		}
+	}
+	if best >= 0 {
+		return best
+	}
+	return wrap
 }
 
 // close makes push refuse from now on and wakes the worker.

@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,7 +50,10 @@ type Config struct {
 	MaxTokens, DefaultMaxTokens int
 	// Context bounds prompt + max_tokens (at most the model's context).
 	Context int
-	// APIKey, when set, is required as "Authorization: Bearer KEY".
+	// APIKey, when set, is required as "Authorization: Bearer KEY". It may
+	// list several keys, separated by commas: any of them is accepted,
+	// and waiting requests are admitted round-robin across keys, so one
+	// key's burst cannot starve another's requests.
 	APIKey string
 	// ChatTemplate, when set, is the Jinja chat template chat requests
 	// are rendered with instead of the GGUF's; ChatTemplateName names it
@@ -65,6 +69,7 @@ type Server struct {
 	tok      *tokenizer.Tokenizer
 	tmpl     chatTemplate
 	lim      limits
+	keys     map[string]bool // Config.APIKey's keys
 	queue    *jobQueue
 	prefixes *prefixCache // the worker's
 	metrics  *metrics
@@ -133,6 +138,12 @@ func New(cfg Config) (*Server, error) {
 		lim:     limits{maxTokens: cfg.MaxTokens, defaultMax: cfg.DefaultMaxTokens, maxStop: 4, maxStopBytes: 256},
 		metrics: newMetrics(cfg.QueueSize), created: time.Now().Unix()}
 	s.queue = newJobQueue(cfg.QueueSize, s.metrics)
+	s.keys = map[string]bool{}
+	for _, k := range strings.Split(cfg.APIKey, ",") {
+		if k != "" {
+			s.keys[k] = true
+		}
+	}
 	s.prefixes = newPrefixCache(cfg.PrefixCacheBytes)
 	s.metrics.experts = m.Experts().Stats()
 	s.base, s.cancel = context.WithCancel(context.Background())
@@ -284,7 +295,7 @@ func (s *Server) wrap(endpoint string, h func(http.ResponseWriter, *http.Request
 			s.cfg.Logger.Info("request", attrs...)
 		}()
 		if s.cfg.APIKey != "" && endpoint != "health" {
-			if r.Header.Get("Authorization") != "Bearer "+s.cfg.APIKey {
+			if !s.keys[tenant(r)] {
 				writeError(w, rl, &APIError{Status: 401, Type: "invalid_request_error", Code: "invalid_api_key",
 					Message: "missing or wrong API key (Authorization: Bearer …)"})
 				return
@@ -292,6 +303,12 @@ func (s *Server) wrap(endpoint string, h func(http.ResponseWriter, *http.Request
 		}
 		h(w, r, rl)
 	}
+}
+
+// tenant is the API key a request carries ("" for none).
+func tenant(r *http.Request) string {
+	k, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return k
 }
 
 func newID() string {
@@ -502,6 +519,7 @@ func chatMessages(in []ChatMessage) ([]chattmpl.Message, *APIError) {
 // job is one generation waiting for, or running on, the model.
 type job struct {
 	ctx     context.Context
+	tenant  string // the request's API key: admission is round-robin across them
 	arrived time.Time
 	prompt  []int
 	p       params
@@ -539,7 +557,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, rl *reqLog, pr
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	j := &job{ctx: ctx, arrived: time.Now(), prompt: prompt, p: p, events: make(chan event, 64)}
+	j := &job{ctx: ctx, tenant: tenant(r), arrived: time.Now(), prompt: prompt, p: p, events: make(chan event, 64)}
 	switch ok, closed := s.queue.push(j); {
 	case closed:
 		writeError(w, rl, &APIError{Status: 503, Type: "server_error", Message: "the server is shutting down"})

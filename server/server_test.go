@@ -406,6 +406,14 @@ func TestAPIKey(t *testing.T) {
 	if resp, b := post(t, url+"/v1/completions", `{"prompt":"a","max_tokens":2}`, "Authorization", "Bearer sekrit"); resp.StatusCode != 200 {
 		t.Errorf("key: %d %s", resp.StatusCode, b)
 	}
+	// Several keys: each is accepted, nothing else, not even the list.
+	cfg.APIKey = "team-a,team-b"
+	url, _, _ = start(t, cfg)
+	for key, want := range map[string]int{"team-a": 200, "team-b": 200, "team-a,team-b": 401, "": 401, "sekrit": 401} {
+		if resp, b := post(t, url+"/v1/completions", `{"prompt":"a","max_tokens":2}`, "Authorization", "Bearer "+key); resp.StatusCode != want {
+			t.Errorf("key %q of several: %d, want %d: %s", key, resp.StatusCode, want, b)
+		}
+	}
 }
 
 // slowConfig serves a model slow enough that a 3,000-token generation

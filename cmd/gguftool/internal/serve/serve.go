@@ -109,7 +109,9 @@ such request with 400.
 
 The server listens on loopback unless --addr says otherwise; any other
 address requires --api-key (or $GGUFTOOL_API_KEY), which clients then send
-as "Authorization: Bearer KEY". Bodies over --max-body and max_tokens over
+as "Authorization: Bearer KEY". --api-key KEY1,KEY2,… accepts any of the
+keys, one per team or tenant, and admits waiting requests round-robin
+across them, so one key's burst cannot starve another's. Bodies over --max-body and max_tokens over
 --max-tokens are refused with 4xx and an OpenAI-style error body. While it
 runs, the server holds a shared lease on MODEL when MODEL lies in a
 storage tier (--config), so gguftool migrate/evict cannot move it away.
