@@ -58,17 +58,21 @@ func (s *Session) attnOut(il int, hn []float32, T int) []float32 {
 // mha is ordinary grouped-query attention over the normalised input in
 // s.as; it returns T rows of heads × head dim.
 func (s *Session) mha(il, T int) []float32 {
+	q, k, v, gate := s.mhaProject(&s.m.layers[il], T)
+	return s.mhaCore(il, q, k, v, gate, T)
+}
+
+// mhaProject computes the queries, keys and values (and qwen35moe's output
+// gates) of the T rows in s.as: row by row, so a batch of several
+// sessions' rows projects in one pass with the same bits.
+func (s *Session) mhaProject(L *layer, T int) (q, k, v, gate []float32) {
 	m, h := s.m, s.m.Hparams
-	L := &m.layers[il]
-	HD := h.HeadDim
-	qDim, kvDim := h.Heads*HD, h.HeadsKV*HD
-	q := make([]float32, T*qDim)
-	k := make([]float32, T*kvDim)
-	v := make([]float32, T*kvDim)
-	var gate []float32
+	qDim, kvDim := h.Heads*h.HeadDim, h.HeadsKV*h.HeadDim
+	k, v = make([]float32, T*kvDim), make([]float32, T*kvDim)
 	if h.gatedAttn {
 		q, gate = s.gatedQuery(L, T)
 	} else {
+		q = make([]float32, T*qDim)
 		m.work.mulMat(&L.wq, s.as.get(L.wq.vt), q)
 	}
 	m.work.mulMat(&L.wk, s.as.get(L.wk.vt), k)
@@ -76,6 +80,17 @@ func (s *Session) mha(il, T int) []float32 {
 	addBias(q, L.bq)
 	addBias(k, L.bk)
 	addBias(v, L.bv)
+	return q, k, v, gate
+}
+
+// mhaCore is the session's part of grouped-query attention over T rows
+// of projections: their norms and rotations at its positions, its cache,
+// the attention over it and the output gate.
+func (s *Session) mhaCore(il int, q, k, v, gate []float32, T int) []float32 {
+	h := s.m.Hparams
+	L := &s.m.layers[il]
+	HD := h.HeadDim
+	qDim, kvDim := h.Heads*HD, h.HeadsKV*HD
 	switch {
 	case L.qNorm == nil:
 	case h.qkNorm == qkNormPerHead:

@@ -119,8 +119,12 @@ func (m *Model) forwardBatch(ctx context.Context, items []BatchItem) ([][]float3
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		for i, it := range items {
-			it.Session.attention(il, x[off[i]*D:off[i+1]*D], buf[off[i]*D:off[i+1]*D], off[i+1]-off[i])
+		if L := &m.layers[il]; L.delta == nil && L.kda == nil && L.mla == nil && L.attnGate.rows == 0 {
+			lead.attentionMany(il, items, off, x, buf)
+		} else {
+			for i, it := range items {
+				it.Session.attention(il, x[off[i]*D:off[i+1]*D], buf[off[i]*D:off[i+1]*D], off[i+1]-off[i])
+			}
 		}
 		if err := lead.ffn(ctx, il, x, buf, R); err != nil {
 			return nil, err
@@ -146,4 +150,37 @@ func (m *Model) forwardBatch(ctx context.Context, items []BatchItem) ([][]float3
 		out[i] = logits[i*V : (i+1)*V : (i+1)*V]
 	}
 	return out, nil
+}
+
+// attentionMany adds a layer of grouped-query attention to the stacked
+// rows of every item: the norm and the query, key, value and output
+// projections over all rows at once (weights read once per step), each
+// session's rotations, cache and attention over its own rows.
+func (s *Session) attentionMany(il int, items []BatchItem, off []int, x, hbuf []float32) {
+	m, h := s.m, s.m.Hparams
+	L := &m.layers[il]
+	D, R := h.Embd, off[len(items)]
+	qDim, kvDim := h.Heads*h.HeadDim, h.HeadsKV*h.HeadDim
+	for t := range R {
+		rmsNorm(hbuf[t*D:(t+1)*D], x[t*D:(t+1)*D], L.attnNorm, h.RMSEps)
+	}
+	s.as.reset(hbuf, D, R)
+	q, k, v, gate := s.mhaProject(L, R)
+	att := make([]float32, R*qDim)
+	for i, it := range items {
+		lo, hi := off[i], off[i+1]
+		var g []float32
+		if gate != nil {
+			g = gate[lo*qDim : hi*qDim]
+		}
+		a := it.Session.mhaCore(il, q[lo*qDim:hi*qDim], k[lo*kvDim:hi*kvDim], v[lo*kvDim:hi*kvDim], g, hi-lo)
+		copy(att[lo*qDim:hi*qDim], a)
+	}
+	s.as.reset(att, L.wo.cols, R)
+	o := hbuf[:R*D]
+	m.work.mulMat(&L.wo, s.as.get(L.wo.vt), o)
+	addBias(o, L.bo)
+	for i := range x[:R*D] {
+		x[i] = o[i] + x[i]
+	}
 }

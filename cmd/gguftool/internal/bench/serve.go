@@ -49,7 +49,9 @@ func NewCmdBenchServe(f *cmdutil.Factory, runF func(context.Context, *BenchServe
 		Long: `Start the server on a loopback port in this process, drive it with --clients
 concurrent clients for --duration (each sends completions back to back,
 every other one streamed, seeds varied), then shut it down and report:
-latency percentiles of the completed requests, tokens/s, how many were
+latency percentiles of the completed requests, the streamed ones' time to
+first token and time between tokens (they ask for logprobs, so every
+token gets an event even when its text is held back), tokens/s, how many were
 turned away with 429 (only possible past the queue bound), any other
 status, and goroutines and open file descriptors before the server started
 and after it stopped — a leak shows as a difference. Exit 1 if a request
@@ -327,8 +329,15 @@ func driveClients(ctx context.Context, o *BenchServeOptions, client *http.Client
 // request did not get one.
 func sendCompletion(client *http.Client, url string, maxTokens, c, i int, tally *clientTally) int {
 	stream := (c+i)%2 == 1
-	body, _ := json.Marshal(map[string]any{"prompt": fmt.Sprintf("client %d request %d:", c, i), "max_tokens": maxTokens,
-		"temperature": 0.8, "seed": c*1000 + i, "stream": stream})
+	req := map[string]any{"prompt": fmt.Sprintf("client %d request %d:", c, i), "max_tokens": maxTokens,
+		"temperature": 0.8, "seed": c*1000 + i, "stream": stream}
+	if stream {
+		// A streamed token whose text is held back (an incomplete UTF-8
+		// sequence, a possible stop) still gets an event with logprobs,
+		// so every token's arrival is timed.
+		req["logprobs"] = 0
+	}
+	body, _ := json.Marshal(req)
 	start := time.Now()
 	resp, err := client.Post(url+"/v1/completions", "application/json", bytes.NewReader(body))
 	if err != nil {
