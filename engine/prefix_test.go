@@ -14,21 +14,11 @@ import (
 // returns every logit it saw.
 func continueFrom(t *testing.T, s *Session, rest []int, n int) []float32 {
 	t.Helper()
-	ctx := context.Background()
-	out, err := s.Eval(ctx, rest, false)
+	out, err := s.Eval(context.Background(), rest, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	last := out
-	for range n {
-		l, err := s.Eval(ctx, []int{Argmax(last)}, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, l...)
-		last = l
-	}
-	return out
+	return append(out, greedy(t, s, out, n)...)
 }
 
 // TestPrefixResumeEqualsFresh: a session resumed from a saved prefix and

@@ -65,9 +65,16 @@ func transcript(t testing.TB, m *Model, n int) []float32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	last := out[len(out)-m.Hparams.Vocab:]
+	return append(out, greedy(t, s, out[len(out)-m.Hparams.Vocab:], n)...)
+}
+
+// greedy decodes n tokens on s from the logits last, and returns the
+// logits of each step.
+func greedy(t testing.TB, s *Session, last []float32, n int) []float32 {
+	t.Helper()
+	var out []float32
 	for range n {
-		l, err := s.Eval(ctx, []int{Argmax(last)}, false)
+		l, err := s.Eval(context.Background(), []int{Argmax(last)}, false)
 		if err != nil {
 			t.Fatal(err)
 		}
