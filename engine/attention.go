@@ -217,15 +217,23 @@ func (s *Session) attend(g attnGeom, q []float32, qStride int, kc, vc []float32,
 	})
 }
 
-// mlaInputs computes the queries (T × heads × (nope+rope), RoPE applied
-// to each head's last rope values) and the compressed latent with its
-// shared RoPE key (T × (kv_lora + rope), the latent normalised) from the
-// normalised input in s.as.
+// mlaInputs is latent attention's queries and latent keys for the T rows
+// in s.as, rotated at the session's positions.
 func (s *Session) mlaInputs(il, T int) (q, kv []float32) {
+	L := &s.m.layers[il]
+	q, kv = s.mlaProject(L, T)
+	s.mlaRope(L, q, kv, T)
+	return q, kv
+}
+
+// mlaProject is the position-free part of mlaInputs: the query (through
+// its LoRA when there is one) and the compressed latent with its RoPE key,
+// row by row over the T rows in s.as.
+func (s *Session) mlaProject(L *layer, T int) (q, kv []float32) {
 	m, h, a := s.m, s.m.Hparams, s.m.Hparams.MLA
-	L := &m.layers[il]
 	ml := L.mla
 	q = make([]float32, T*ml.qRowFloats)
+	kv = make([]float32, T*(a.KVLoraRank+a.RoPE))
 	if a.QLoraRank > 0 {
 		qa := make([]float32, T*a.QLoraRank)
 		m.work.mulMat(&ml.wqA, s.as.get(ml.wqA.vt), qa)
@@ -233,16 +241,22 @@ func (s *Session) mlaInputs(il, T int) (q, kv []float32) {
 			r := qa[t*a.QLoraRank : (t+1)*a.QLoraRank]
 			rmsNorm(r, r, ml.qANorm, h.RMSEps)
 		}
-		kv = make([]float32, T*(a.KVLoraRank+a.RoPE))
 		m.work.mulMat(&ml.wkvA, s.as.get(ml.wkvA.vt), kv)
 		var sub actSet
 		sub.reset(qa, a.QLoraRank, T)
 		m.work.mulMat(&ml.wqB, sub.get(ml.wqB.vt), q)
 	} else {
 		m.work.mulMat(&L.wq, s.as.get(L.wq.vt), q)
-		kv = make([]float32, T*(a.KVLoraRank+a.RoPE))
 		m.work.mulMat(&ml.wkvA, s.as.get(ml.wkvA.vt), kv)
 	}
+	return q, kv
+}
+
+// mlaRope rotates T rows of queries and RoPE keys at the session's
+// positions and normalises their latents.
+func (s *Session) mlaRope(L *layer, q, kv []float32, T int) {
+	h, a := s.m.Hparams, s.m.Hparams.MLA
+	ml := L.mla
 	qk, row := a.NoPE+a.RoPE, a.KVLoraRank+a.RoPE
 	var cs []float32
 	for t := range T {
@@ -257,7 +271,6 @@ func (s *Session) mlaInputs(il, T int) (q, kv []float32) {
 		}
 		rmsNorm(r[:a.KVLoraRank], r[:a.KVLoraRank], ml.kvANorm, h.RMSEps)
 	}
-	return q, kv
 }
 
 // mlaAbsorbed is latent attention with the key decompression absorbed
@@ -266,42 +279,66 @@ func (s *Session) mlaInputs(il, T int) (q, kv []float32) {
 // latents, and each head's output is decompressed by attn_v_b. This is
 // llama.cpp's path for files with attn_k_b and attn_v_b.
 func (s *Session) mlaAbsorbed(il, T int) []float32 {
+	q, kv := s.mlaInputs(il, T)
+	qa := s.mlaAbsorbQueries(il, q, T)
+	return s.mlaDecompress(il, s.mlaAttendLatent(il, qa, kv, T), T)
+}
+
+// mlaAbsorbQueries turns each head's query into [attn_k_b·q_nope |
+// q_rope], row by row over T rows.
+func (s *Session) mlaAbsorbQueries(il int, q []float32, T int) []float32 {
 	m, h, a := s.m, s.m.Hparams, s.m.Hparams.MLA
 	ml := m.layers[il].mla
 	H, nope, kvr, rp := h.Heads, a.NoPE, a.KVLoraRank, a.RoPE
-	q, kv := s.mlaInputs(il, T)
 	qk, row := nope+rp, kvr+rp
-	// Each head's query becomes [attn_k_b·q_nope | q_rope].
 	qa := make([]float32, T*H*row)
-	in := make([]float32, T*max(nope, kvr))
-	tmp := make([]float32, T*max(kvr, a.Value))
+	in := make([]float32, T*nope)
+	tmp := make([]float32, T*kvr)
 	var sub actSet
 	for hd := range H {
 		for t := range T {
 			copy(in[t*nope:(t+1)*nope], q[t*H*qk+hd*qk:])
 		}
 		wk := ml.wkB.slice(hd)
-		sub.reset(in[:T*nope], nope, T)
-		m.work.mulMat(&wk, sub.get(wk.vt), tmp[:T*kvr])
+		sub.reset(in, nope, T)
+		m.work.mulMat(&wk, sub.get(wk.vt), tmp)
 		for t := range T {
 			dst := qa[t*H*row+hd*row:]
 			copy(dst[:kvr], tmp[t*kvr:(t+1)*kvr])
 			copy(dst[kvr:row], q[t*H*qk+hd*qk+nope:t*H*qk+(hd+1)*qk])
 		}
 	}
+	return qa
+}
+
+// mlaAttendLatent caches T rows of latents and attends over the session's
+// cache with the absorbed queries: each head's output latent.
+func (s *Session) mlaAttendLatent(il int, qa, kv []float32, T int) []float32 {
+	h, a := s.m.Hparams, s.m.Hparams.MLA
+	H, kvr, row := h.Heads, a.KVLoraRank, a.KVLoraRank+a.RoPE
 	kc, _ := s.cache(il, kv, nil)
 	lat := make([]float32, T*H*kvr)
 	s.attend(attnGeom{heads: H, group: H, kDim: row, vDim: kvr, kStride: row, vStride: row, scale: h.kqScale},
 		qa, H*row, kc, kc, T, lat)
-	// Decompress each head's output: attn_v_b·latent.
+	return lat
+}
+
+// mlaDecompress is attn_v_b·latent for each head of T rows.
+func (s *Session) mlaDecompress(il int, lat []float32, T int) []float32 {
+	m, h, a := s.m, s.m.Hparams, s.m.Hparams.MLA
+	ml := m.layers[il].mla
+	H, kvr := h.Heads, a.KVLoraRank
 	att := make([]float32, T*H*a.Value)
+	in := make([]float32, T*kvr)
+	tmp := make([]float32, T*a.Value)
+	var sub actSet
 	for hd := range H {
 		for t := range T {
 			copy(in[t*kvr:(t+1)*kvr], lat[t*H*kvr+hd*kvr:])
 		}
 		wv := ml.wvB.slice(hd)
-		sub.reset(in[:T*kvr], kvr, T)
-		m.work.mulMat(&wv, sub.get(wv.vt), tmp[:T*a.Value])
+		sub.reset(in, kvr, T)
+		m.work.mulMat(&wv, sub.get(wv.vt), tmp)
 		for t := range T {
 			copy(att[t*H*a.Value+hd*a.Value:], tmp[t*a.Value:(t+1)*a.Value])
 		}
@@ -311,12 +348,19 @@ func (s *Session) mlaAbsorbed(il, T int) []float32 {
 
 // mlaLegacy is latent attention for files with one attn_kv_b: the latent
 // is decompressed into per-head keys and values, which are cached, and
-// attention is ordinary multi-head attention over them.
+// attended as ordinary multi-head attention.
 func (s *Session) mlaLegacy(il, T int) []float32 {
+	q, kv := s.mlaInputs(il, T)
+	k, v := s.mlaKeysValues(il, kv, T)
+	return s.mlaAttendLegacy(il, q, k, v, T)
+}
+
+// mlaKeysValues decompresses T rows of latents into each head's key
+// ([nope | the shared RoPE key]) and value.
+func (s *Session) mlaKeysValues(il int, kv []float32, T int) (k, v []float32) {
 	m, h, a := s.m, s.m.Hparams, s.m.Hparams.MLA
 	ml := m.layers[il].mla
 	H, nope, kvr, rp, vd := h.Heads, a.NoPE, a.KVLoraRank, a.RoPE, a.Value
-	q, kv := s.mlaInputs(il, T)
 	qk, row := nope+rp, kvr+rp
 	lat := make([]float32, T*kvr)
 	for t := range T {
@@ -326,8 +370,8 @@ func (s *Session) mlaLegacy(il, T int) []float32 {
 	var sub actSet
 	sub.reset(lat, kvr, T)
 	m.work.mulMat(&ml.wkvB, sub.get(ml.wkvB.vt), dec)
-	k := make([]float32, T*H*qk)
-	v := make([]float32, T*H*vd)
+	k = make([]float32, T*H*qk)
+	v = make([]float32, T*H*vd)
 	for t := range T {
 		for hd := range H {
 			d := dec[(t*H+hd)*(nope+vd):]
@@ -337,6 +381,14 @@ func (s *Session) mlaLegacy(il, T int) []float32 {
 			copy(v[(t*H+hd)*vd:(t*H+hd+1)*vd], d[nope:nope+vd])
 		}
 	}
+	return k, v
+}
+
+// mlaAttendLegacy caches T rows of decompressed keys and values and
+// attends over the session's cache.
+func (s *Session) mlaAttendLegacy(il int, q, k, v []float32, T int) []float32 {
+	h, a := s.m.Hparams, s.m.Hparams.MLA
+	H, qk, vd := h.Heads, a.NoPE+a.RoPE, a.Value
 	kc, vc := s.cache(il, k, v)
 	att := make([]float32, T*H*vd)
 	s.attend(attnGeom{heads: H, group: 1, kDim: qk, vDim: vd, kStride: H * qk, vStride: H * vd, scale: h.kqScale},

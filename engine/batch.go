@@ -119,7 +119,7 @@ func (m *Model) forwardBatch(ctx context.Context, items []BatchItem) ([][]float3
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if L := &m.layers[il]; L.delta == nil && L.kda == nil && L.mla == nil && L.attnGate.rows == 0 {
+		if L := &m.layers[il]; L.delta == nil && L.kda == nil {
 			lead.attentionMany(il, items, off, x, buf)
 		} else {
 			for i, it := range items {
@@ -152,29 +152,30 @@ func (m *Model) forwardBatch(ctx context.Context, items []BatchItem) ([][]float3
 	return out, nil
 }
 
-// attentionMany adds a layer of grouped-query attention to the stacked
-// rows of every item: the norm and the query, key, value and output
-// projections over all rows at once (weights read once per step), each
-// session's rotations, cache and attention over its own rows.
+// attentionMany adds a layer of attention (grouped-query or latent) to
+// the stacked rows of every item: the norm and every projection over all
+// rows at once (weights read once per step), each session's rotations,
+// cache and attention over its own rows.
 func (s *Session) attentionMany(il int, items []BatchItem, off []int, x, hbuf []float32) {
 	m, h := s.m, s.m.Hparams
 	L := &m.layers[il]
 	D, R := h.Embd, off[len(items)]
-	qDim, kvDim := h.Heads*h.HeadDim, h.HeadsKV*h.HeadDim
 	for t := range R {
 		rmsNorm(hbuf[t*D:(t+1)*D], x[t*D:(t+1)*D], L.attnNorm, h.RMSEps)
 	}
 	s.as.reset(hbuf, D, R)
-	q, k, v, gate := s.mhaProject(L, R)
-	att := make([]float32, R*qDim)
-	for i, it := range items {
-		lo, hi := off[i], off[i+1]
-		var g []float32
-		if gate != nil {
-			g = gate[lo*qDim : hi*qDim]
+	var att []float32
+	if L.mla != nil {
+		att = s.mlaMany(il, items, off)
+	} else {
+		att = s.mhaMany(il, items, off)
+	}
+	if L.attnGate.rows > 0 {
+		g := make([]float32, len(att))
+		m.work.mulMat(&L.attnGate, s.as.get(L.attnGate.vt), g)
+		for i, v := range g {
+			att[i] *= sigmoid(v)
 		}
-		a := it.Session.mhaCore(il, q[lo*qDim:hi*qDim], k[lo*kvDim:hi*kvDim], v[lo*kvDim:hi*kvDim], g, hi-lo)
-		copy(att[lo*qDim:hi*qDim], a)
 	}
 	s.as.reset(att, L.wo.cols, R)
 	o := hbuf[:R*D]
@@ -183,4 +184,66 @@ func (s *Session) attentionMany(il int, items []BatchItem, off []int, x, hbuf []
 	for i := range x[:R*D] {
 		x[i] = o[i] + x[i]
 	}
+}
+
+// perRows runs f for each item on its rows' slices of the stacked
+// per-row arrays (a row of arrays[j] being widths[j] floats) and stacks
+// the out-wide rows f returns.
+func perRows(items []BatchItem, off []int, out int, widths []int, arrays [][]float32,
+	f func(it BatchItem, rows [][]float32, T int) []float32) []float32 {
+	res := make([]float32, off[len(items)]*out)
+	rows := make([][]float32, len(arrays))
+	for i, it := range items {
+		lo, hi := off[i], off[i+1]
+		for j, a := range arrays {
+			if a != nil {
+				rows[j] = a[lo*widths[j] : hi*widths[j]]
+			} else {
+				rows[j] = nil
+			}
+		}
+		copy(res[lo*out:hi*out], f(it, rows, hi-lo))
+	}
+	return res
+}
+
+// mhaMany is grouped-query attention over the rows in s.as, stacked from
+// items: projections at once, each session's core apart.
+func (s *Session) mhaMany(il int, items []BatchItem, off []int) []float32 {
+	h := s.m.Hparams
+	qDim, kvDim := h.Heads*h.HeadDim, h.HeadsKV*h.HeadDim
+	q, k, v, gate := s.mhaProject(&s.m.layers[il], off[len(items)])
+	return perRows(items, off, qDim, []int{qDim, kvDim, kvDim, qDim}, [][]float32{q, k, v, gate},
+		func(it BatchItem, r [][]float32, T int) []float32 {
+			return it.Session.mhaCore(il, r[0], r[1], r[2], r[3], T)
+		})
+}
+
+// mlaMany is latent attention over the rows in s.as, stacked from items:
+// the projections, the absorbed queries and the decompression at once;
+// each session's rotations, cache and attention apart.
+func (s *Session) mlaMany(il int, items []BatchItem, off []int) []float32 {
+	h, a := s.m.Hparams, s.m.Hparams.MLA
+	L := &s.m.layers[il]
+	R, H := off[len(items)], h.Heads
+	qRow, kvRow := L.mla.qRowFloats, a.KVLoraRank+a.RoPE
+	q, kv := s.mlaProject(L, R)
+	perRows(items, off, 0, []int{qRow, kvRow}, [][]float32{q, kv}, func(it BatchItem, r [][]float32, T int) []float32 {
+		it.Session.mlaRope(L, r[0], r[1], T)
+		return nil
+	})
+	if h.MLA.Absorbed {
+		qa := s.mlaAbsorbQueries(il, q, R)
+		lat := perRows(items, off, H*a.KVLoraRank, []int{H * kvRow, kvRow}, [][]float32{qa, kv},
+			func(it BatchItem, r [][]float32, T int) []float32 {
+				return it.Session.mlaAttendLatent(il, r[0], r[1], T)
+			})
+		return s.mlaDecompress(il, lat, R)
+	}
+	k, v := s.mlaKeysValues(il, kv, R)
+	qk := a.NoPE + a.RoPE
+	return perRows(items, off, H*a.Value, []int{qRow, H * qk, H * a.Value}, [][]float32{q, k, v},
+		func(it BatchItem, r [][]float32, T int) []float32 {
+			return it.Session.mlaAttendLegacy(il, r[0], r[1], r[2], T)
+		})
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/synth"
 )
 
 // seqPlan is one sequence of a batching test: its prompt, fed in chunks,
@@ -123,9 +124,32 @@ func TestBatchedEqualsAlone(t *testing.T) {
 		{prompt: prompt(1), chunk: 1, join: 4, decode: 4},
 		{prompt: prompt(7), chunk: 7, join: 9, decode: 2}, // joins as others leave
 	}
+	type layout struct {
+		name, arch string
+		mutate     func(*synth.Config)
+	}
+	var layouts []layout
 	for _, arch := range Archs {
-		t.Run(arch, func(t *testing.T) {
-			src, pack := testModel(t, arch, gguf.TypeQ8_0, nil)
+		layouts = append(layouts, layout{arch, arch, nil})
+	}
+	layouts = append(layouts,
+		// Latent attention with one attn_kv_b (the legacy path).
+		layout{"deepseek2-v2lite", "deepseek2", func(c *synth.Config) {
+			c.QLoraRank, c.KVB, c.HeadsKV, c.Gating, c.YaRN = 0, true, c.Heads, synth.GatingSoftmax, 0
+		}},
+		// Without residual attention, kimi-k3's latent layers (gated
+		// output) batch too.
+		layout{"kimi-k3-no-residual", "kimi-k3", func(c *synth.Config) { c.AttnResBlock = 0 }},
+	)
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) {
+			src, pack := testModel(t, l.arch, gguf.TypeQ8_0, l.mutate)
+			switch h := open(t, src, Options{}).Hparams; {
+			case l.name == "deepseek2-v2lite" && h.MLA.Absorbed:
+				t.Fatal("the layout is not the legacy latent attention")
+			case l.name == "kimi-k3-no-residual" && h.ResBlockSize != 0:
+				t.Fatal("the layout still has residual attention")
+			}
 			for _, c := range []struct {
 				name string
 				path string
