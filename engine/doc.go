@@ -1,9 +1,11 @@
 // Package engine is gguftool's CPU inference engine for Mixture-of-Experts
-// models: the forward passes of qwen3moe, Mixtral-style llama and olmoe,
-// sessions with their KV cache, sampling, and the expert sources that let
-// routed experts live in RAM (resident, the oracle) or be streamed from a
-// pack through a bounded cache. Text goes in and out through package
-// tokenizer; routing decisions go out through package trace.
+// models: the forward passes of every architecture in Archs, sessions with
+// their KV cache and recurrent state, batched steps of several sessions
+// (EvalBatch) and sessions resumed from a saved prefix (ResumeSession),
+// sampling, and the expert sources that let routed experts live in RAM
+// (resident, the oracle) or be streamed from a pack through a bounded
+// cache. Text goes in and out through package tokenizer; routing
+// decisions go out through package trace.
 //
 // # Numerics
 //
@@ -22,5 +24,7 @@
 // split among threads without changing any row's arithmetic, and the
 // contributions are summed in the router's order once all have landed. So
 // resident and streamed runs, any cache size or policy, any I/O completion
-// order and any thread count give bit-identical logits.
+// order and any thread count give bit-identical logits. Every kernel
+// computes each row alone, so a session evaluated in a batch with others,
+// or resumed from a prefix, gets the logits it gets alone.
 package engine

@@ -1,10 +1,13 @@
 // Package server is gguftool's OpenAI-compatible HTTP server over the
 // engine: /v1/completions and /v1/chat/completions (streamed as
-// server-sent events or not), /v1/models, /health and /metrics. Requests
-// wait in a bounded queue for the one model (past the bound: 429 with
-// Retry-After), each under a timeout and cancelled when its client goes
-// away (a waiting request leaves the queue at once, freeing its slot);
-// shutdown finishes or cancels what is in flight.
+// server-sent events or not), /v1/models, /health and /metrics. Up to
+// Config.Parallel requests generate together, one engine step for all of
+// them (continuous batching), each getting the tokens it gets alone;
+// recent prompts' states are kept for requests that begin the same way.
+// Requests wait in a bounded queue (past the bound: 429 with Retry-After),
+// admitted round-robin across API keys, each under a timeout and cancelled
+// when its client goes away (a waiting request leaves the queue at once,
+// freeing its slot); shutdown finishes or cancels what is in flight.
 package server
 
 import (
