@@ -15,8 +15,8 @@ const defaultWaitPoll = 500 * time.Millisecond
 // lock in the tier rooted at root exclusively, as every operation that
 // changes it does. It probes with a shared lock, which a server's lease
 // (shared too) does not block, and lets go at once.
-func (m *Manager) heldByOperation(root, name string) (bool, error) {
-	unlock, err := m.Locker.Lock(m.FS, root, name, false)
+func (m *Manager) heldByOperation(t *Tier, name string) (bool, error) {
+	unlock, err := m.lock(t, name, false)
 	if errors.Is(err, ErrBusy) {
 		return true, nil
 	}
@@ -32,7 +32,11 @@ func (m *Manager) heldByOperation(root, name string) (bool, error) {
 // where the record lives, for as long as they run, and the kernel drops
 // a crashed holder's lock.
 func (m *Manager) journalRunning(j *Journal) (bool, error) {
-	return m.heldByOperation(j.Dest.Root, j.Artifact)
+	home, ok := m.Config.Tier(j.home().Tier)
+	if !ok {
+		return false, &StateError{File: j.recordPath(), Msg: fmt.Sprintf("tier %q is not in the configuration", j.home().Tier)}
+	}
+	return m.heldByOperation(home, j.Artifact)
 }
 
 // journalBusy is the refusal of another operation on j's artifact while
@@ -82,7 +86,7 @@ func (m *Manager) ensureHotBlocker(name string, hot *Tier, locs []Location) (res
 		}
 	}
 	for _, t := range roots {
-		held, err := m.heldByOperation(t.Root, name)
+		held, err := m.heldByOperation(t, name)
 		if err != nil {
 			return nil, err
 		}

@@ -18,7 +18,7 @@ import (
 // Config identity (docs/format/storage-tiers.md).
 const (
 	ConfigSchema  = "gguftool.storage-tiers"
-	ConfigVersion = 1
+	ConfigVersion = 2 // version 1 (directory tiers only) is still read
 	// StateDir holds a tier's journal, locks, digest cache and usage
 	// record, inside the tier's root, so they travel with the disk.
 	StateDir       = ".gguftool"
@@ -35,12 +35,14 @@ const (
 	Cold Role = "cold"
 )
 
-// Tier is a place artifacts live.
+// Tier is a place artifacts live: a directory (Root) or a prefix of an
+// S3-compatible bucket (S3).
 type Tier struct {
-	Name   string `json:"name"`
-	Root   string `json:"root"`
-	Role   Role   `json:"role"`
-	Budget int64  `json:"-"`
+	Name   string      `json:"name"`
+	Root   string      `json:"root,omitempty"`
+	S3     *S3Location `json:"s3,omitempty"`
+	Role   Role        `json:"role"`
+	Budget int64       `json:"-"`
 	// BudgetText is the budget as written ("2TB", "500GiB", or bytes);
 	// absent, null or 0: no budget, only the disk's free space limits.
 	BudgetText json.RawMessage `json:"budget,omitempty"`
@@ -122,8 +124,8 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 	if c.Schema != ConfigSchema {
 		return nil, bad("schema %q is not %q", c.Schema, ConfigSchema)
 	}
-	if c.Version != ConfigVersion {
-		return nil, bad("version %d is not supported (this reader knows %d)", c.Version, ConfigVersion)
+	if c.Version != 1 && c.Version != ConfigVersion {
+		return nil, bad("version %d is not supported (this reader knows 1 and %d)", c.Version, ConfigVersion)
 	}
 	if len(c.Tiers) == 0 {
 		return nil, bad("no tiers")
@@ -137,7 +139,18 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 			return nil, bad("tier %d: name %q is empty, has spaces or slashes, or is repeated", i, t.Name)
 		}
 		names[t.Name] = true
-		if !filepath.IsAbs(t.Root) || filepath.Clean(t.Root) != t.Root {
+		switch {
+		case t.S3 != nil && c.Version < 2:
+			return nil, bad("tier %s: an s3 tier needs version 2", t.Name)
+		case t.S3 != nil && t.Root != "":
+			return nil, bad("tier %s: has both a root and an s3 location: a tier is one or the other", t.Name)
+		case t.S3 != nil && t.Role == Hot:
+			return nil, bad("tier %s: an s3 tier cannot be hot: models are served from a local disk", t.Name)
+		case t.S3 != nil:
+			if err := t.S3.check(); err != nil {
+				return nil, bad("tier %s: s3: %v", t.Name, err)
+			}
+		case !filepath.IsAbs(t.Root) || filepath.Clean(t.Root) != t.Root:
 			return nil, bad("tier %s: root %q must be a clean absolute path", t.Name, t.Root)
 		}
 		switch t.Role {
@@ -153,8 +166,8 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 	}
 	for _, a := range c.Tiers {
 		for _, b := range c.Tiers {
-			if a != b && (a.Root == b.Root || strings.HasPrefix(a.Root, b.Root+string(filepath.Separator))) {
-				return nil, bad("tier roots %s and %s overlap", a.Root, b.Root)
+			if a != b && a.overlaps(b) {
+				return nil, bad("tiers %s (%s) and %s (%s) overlap", a.Name, a.Where(), b.Name, b.Where())
 			}
 		}
 	}
@@ -206,16 +219,41 @@ func (c *Config) Tier(name string) (*Tier, bool) {
 	return nil, false
 }
 
-// TierOf returns the tier whose root holds path.
+// TierOf returns the directory tier whose root holds path.
 func (c *Config) TierOf(path string) (*Tier, bool) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, false
 	}
 	for _, t := range c.Tiers {
-		if abs == t.Root || strings.HasPrefix(abs, t.Root+string(filepath.Separator)) {
+		if t.S3 == nil && (abs == t.Root || strings.HasPrefix(abs, t.Root+string(filepath.Separator))) {
 			return t, true
 		}
 	}
 	return nil, false
 }
+
+// overlaps reports whether two tiers could hold the same files: roots
+// that are equal or nested, or prefixes of one bucket that are.
+func (t *Tier) overlaps(o *Tier) bool {
+	switch {
+	case t.S3 == nil && o.S3 == nil:
+		return t.Root == o.Root || strings.HasPrefix(t.Root, o.Root+string(filepath.Separator))
+	case t.S3 != nil && o.S3 != nil:
+		return t.S3.Endpoint == o.S3.Endpoint && t.S3.Bucket == o.S3.Bucket && strings.HasPrefix(t.S3.Prefix, o.S3.Prefix)
+	}
+	return false
+}
+
+// Where is the tier's place as a person reads it: its root, or
+// s3://bucket/prefix at the endpoint.
+func (t *Tier) Where() string {
+	if t.S3 != nil {
+		return t.S3.URL() + " at " + t.S3.Endpoint
+	}
+	return t.Root
+}
+
+// IsObject reports whether the tier is a bucket prefix rather than a
+// directory.
+func (t *Tier) IsObject() bool { return t.S3 != nil }

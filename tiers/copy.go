@@ -51,20 +51,12 @@ func (m *Manager) copyFiles(ctx context.Context, j *Journal) (int64, map[string]
 // written and the source's XXH3-128, computed from the bytes it copied
 // (and, on a resume, from the source's already-copied prefix, re-read).
 func (m *Manager) copyFile(ctx context.Context, j *Journal, f *JournalFile, th *throttle, add func(int64)) (int64, Digest, error) {
-	src := filepath.Join(j.Source.Root, filepath.FromSlash(f.Rel))
 	dst := j.tmpFile(f.Rel)
-	in, err := m.FS.Open(src)
+	in, src, unchanged, recorded, err := m.openSource(ctx, j, f)
 	if err != nil {
 		return 0, "", err
 	}
 	defer in.Close()
-	before, err := m.FS.Lstat(src)
-	if err != nil {
-		return 0, "", err
-	}
-	if before.Size() != f.Size {
-		return 0, "", fmt.Errorf("tiers: %s is %d bytes, %d when the operation began: the source changed", src, before.Size(), f.Size)
-	}
 	if err := mkdirDurable(m.FS, filepath.Dir(dst)); err != nil {
 		return 0, "", err
 	}
@@ -141,15 +133,80 @@ func (m *Manager) copyFile(ctx context.Context, j *Journal, f *JournalFile, th *
 	if off != f.Size {
 		return written, "", fmt.Errorf("tiers: %s ended at %d bytes, want %d: the source changed", src, off, f.Size)
 	}
-	after, err := m.FS.Lstat(src)
-	if err != nil {
+	if err := unchanged(); err != nil {
 		return written, "", err
 	}
-	if after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) || ctimeOf(after) != ctimeOf(before) {
-		return written, "", fmt.Errorf("tiers: %s changed while it was copied (being written?)", src)
+	d := digestOf(h.Sum128())
+	if recorded != "" && d != recorded {
+		return written, "", &TwinError{Path: src, Reason: fmt.Sprintf("content differs from the digest its upload recorded (XXH3-128 %s, recorded %s): the stored object is damaged", d, recorded)}
 	}
-	return written, digestOf(h.Sum128()), out.Close()
+	return written, d, out.Close()
 }
+
+// sourceFile is a copy's source, read at offsets.
+type sourceFile interface {
+	io.ReaderAt
+	Close() error
+}
+
+// openSource opens the source of one file of a copy, checks it still has
+// the size the journal recorded, and returns it with its name, a check
+// that it has not changed since (a file's size and times, an object's
+// ETag; an object's reads are pinned to that ETag too), and for an
+// object the digest its upload recorded in its metadata.
+func (m *Manager) openSource(ctx context.Context, j *Journal, f *JournalFile) (sourceFile, string, func() error, Digest, error) {
+	if j.Source.object() {
+		s, err := m.objectsAt(j.Source)
+		if err != nil {
+			return nil, "", nil, "", err
+		}
+		st, err := s.stat(ctx, f.Rel)
+		if err != nil {
+			return nil, "", nil, "", err
+		}
+		name := s.where(f.Rel)
+		if st.size != f.Size {
+			return nil, "", nil, "", fmt.Errorf("tiers: %s is %d bytes, %d when the operation began: the source changed", name, st.size, f.Size)
+		}
+		unchanged := func() error {
+			now, err := s.stat(ctx, f.Rel)
+			if err != nil || now.etag != st.etag {
+				return fmt.Errorf("tiers: %s changed while it was copied (replaced or deleted?): %v", name, err)
+			}
+			return nil
+		}
+		return nopCloser{&objectReader{s: s, ctx: ctx, rel: f.Rel, etag: st.etag, size: st.size}}, name, unchanged, st.digest, nil
+	}
+	src := filepath.Join(j.Source.Root, filepath.FromSlash(f.Rel))
+	in, err := m.FS.Open(src)
+	if err != nil {
+		return nil, "", nil, "", err
+	}
+	before, err := m.FS.Lstat(src)
+	if err != nil {
+		in.Close()
+		return nil, "", nil, "", err
+	}
+	if before.Size() != f.Size {
+		in.Close()
+		return nil, "", nil, "", fmt.Errorf("tiers: %s is %d bytes, %d when the operation began: the source changed", src, before.Size(), f.Size)
+	}
+	unchanged := func() error {
+		after, err := m.FS.Lstat(src)
+		if err != nil {
+			return err
+		}
+		if after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) || ctimeOf(after) != ctimeOf(before) {
+			return fmt.Errorf("tiers: %s changed while it was copied (being written?)", src)
+		}
+		return nil
+	}
+	return in, src, unchanged, "", nil
+}
+
+type nopCloser struct{ io.ReaderAt }
+
+func (nopCloser) Close() error { return nil }
 
 // throttle paces a copy to a byte rate.
 type throttle struct {
@@ -228,13 +285,20 @@ func (m *Manager) verifyCopy(ctx context.Context, j *Journal, res *Result, srcDi
 // srcDigest, or when that is empty hashes the source too, in parallel.
 func (m *Manager) compareFile(ctx context.Context, j *Journal, f *JournalFile, srcDigest Digest, add func(int64)) (Digest, error) {
 	src := filepath.Join(j.Source.Root, filepath.FromSlash(f.Rel))
+	if j.Source.object() {
+		src = j.Source.URL + f.Rel
+	}
 	dst := j.tmpFile(f.Rel)
 	sd, dd := srcDigest, Digest("")
 	var serr, derr error
 	var wg sync.WaitGroup
 	if sd == "" {
 		wg.Add(1)
-		go func() { defer wg.Done(); sd, serr = stableHash(ctx, m.FS, m.Hasher, src, add) }()
+		go func() {
+			defer wg.Done()
+			st, _ := m.Config.Tier(j.Source.Tier)
+			sd, _, serr = m.hashOn(ctx, st, f.Rel, f.Size, add)
+		}()
 	}
 	dd, derr = stableHash(ctx, m.FS, m.Hasher, dst, add)
 	wg.Wait()

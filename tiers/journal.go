@@ -21,7 +21,7 @@ import (
 // Journal identity (docs/format/storage-tiers.md).
 const (
 	JournalSchema  = "gguftool.tiers-journal"
-	JournalVersion = 1
+	JournalVersion = 2 // version 1 (no object tiers) is still read
 	journalDir     = "journal"
 	maxJournalSize = 16 << 20
 	maxJournalFile = 1 << 20 // files per artifact
@@ -76,23 +76,34 @@ func (s Step) order() int {
 	return -1
 }
 
-// Place is one end of an operation.
+// Place is one end of an operation: a directory tier (Root) or an
+// object tier (URL, s3://bucket/prefix; Root empty).
 type Place struct {
 	Tier string `json:"tier"`
 	Root string `json:"root"`
+	URL  string `json:"url,omitempty"`
 }
+
+// object reports whether the place is an object tier.
+func (p Place) object() bool { return p.URL != "" }
 
 // JournalFile is one file of the artifact in a journal record.
 type JournalFile struct {
 	Rel    string `json:"rel"`
 	Size   int64  `json:"size"`
-	Copied int64  `json:"copied"`             // bytes durable in the temporary copy
-	XXH3   Digest `json:"xxh3_128,omitempty"` // set once verified
+	Copied int64  `json:"copied"`             // bytes durable in the temporary copy (for an upload: in completed objects)
+	XXH3   Digest `json:"xxh3_128,omitempty"` // set once verified; for an upload, once the source is hashed
+	// Upload is the multipart upload under way for this file, on an
+	// object tier: recorded before its first part is sent, so a resumed
+	// operation lists the parts the server kept and a rolled-back one
+	// aborts it.
+	Upload string `json:"upload_id,omitempty"`
 }
 
 // Journal is one operation's write-ahead record, kept at
-// <destination root>/.gguftool/journal/<ID>.json and replaced atomically at
-// every step. The temporary copy sits next to its final names, as
+// <root>/.gguftool/journal/<ID>.json of the destination, or of the source
+// when the destination is an object tier (the record stays on a local
+// disk either way), and replaced atomically at every step. The temporary copy sits next to its final names, as
 // <dir>/.gguftool-tmp-<ID>-<base> (see unit).
 type Journal struct {
 	Schema   string        `json:"schema"`
@@ -144,8 +155,8 @@ func ParseJournal(data []byte, name string) (*Journal, error) {
 	if j.Schema != JournalSchema {
 		return nil, bad("schema %q is not %q", j.Schema, JournalSchema)
 	}
-	if j.Version != JournalVersion {
-		return nil, bad("version %d is not supported (this reader knows %d)", j.Version, JournalVersion)
+	if j.Version != 1 && j.Version != JournalVersion {
+		return nil, bad("version %d is not supported (this reader knows 1 and %d)", j.Version, JournalVersion)
 	}
 	if !validID(j.ID) {
 		return nil, bad("id %q is not a journal id", j.ID)
@@ -168,9 +179,15 @@ func ParseJournal(data []byte, name string) (*Journal, error) {
 		return nil, bad("kind %q is not pack, gguf or gguf-split", j.Kind)
 	}
 	for _, p := range []Place{j.Source, j.Dest} {
-		if p.Tier == "" || !filepath.IsAbs(p.Root) || filepath.Clean(p.Root) != p.Root {
+		switch {
+		case p.object() && (j.Version < 2 || p.Root != "" || !strings.HasPrefix(p.URL, "s3://")):
+			return nil, bad("place %+v: an object tier has an s3:// url and no root (version 2)", p)
+		case p.Tier == "" || !p.object() && (!filepath.IsAbs(p.Root) || filepath.Clean(p.Root) != p.Root):
 			return nil, bad("place %+v needs a tier name and a clean absolute root", p)
 		}
+	}
+	if j.Source.object() && j.Dest.object() {
+		return nil, bad("both ends are object tiers")
 	}
 	if j.Source.Root == j.Dest.Root {
 		return nil, bad("source and destination are the same root %s", j.Source.Root)
@@ -187,6 +204,9 @@ func ParseJournal(data []byte, name string) (*Journal, error) {
 			return nil, bad("file %d: %s is listed twice", i, f.Rel)
 		}
 		seen[f.Rel] = true
+		if f.Upload != "" && (!j.Dest.object() || len(f.Upload) > 1024) {
+			return nil, bad("file %s: an upload id on a record whose destination is not an object tier", f.Rel)
+		}
 		if f.Size <= 0 || f.Copied < 0 || f.Copied > f.Size {
 			return nil, bad("file %s: size %d and copied %d are out of range", f.Rel, f.Size, f.Copied)
 		}
@@ -253,6 +273,18 @@ func journalPath(root, id string) string {
 	return filepath.Join(root, StateDir, journalDir, id+".json")
 }
 
+// home is the end whose disk keeps the record: the destination, unless
+// that is an object tier.
+func (j *Journal) home() *Place {
+	if j.Dest.object() {
+		return &j.Source
+	}
+	return &j.Dest
+}
+
+// recordPath is where the record lives.
+func (j *Journal) recordPath() string { return journalPath(j.home().Root, j.ID) }
+
 // write makes the record durable at its step.
 func (j *Journal) write(fsys FS, now time.Time) error {
 	j.Updated = now.Unix()
@@ -260,13 +292,13 @@ func (j *Journal) write(fsys FS, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	return writeDurable(fsys, journalPath(j.Dest.Root, j.ID), append(data, '\n'))
+	return writeDurable(fsys, j.recordPath(), append(data, '\n'))
 }
 
 // remove deletes the record once its operation is complete or rolled
 // back.
 func (j *Journal) remove(fsys FS) error {
-	p := journalPath(j.Dest.Root, j.ID)
+	p := j.recordPath()
 	if err := fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -308,7 +340,7 @@ func readJournals(fsys FS, root string) ([]*Journal, error) {
 		if j.ID+".json" != name {
 			return nil, &StateError{File: p, Msg: fmt.Sprintf("record %s is stored under another name", j.ID)}
 		}
-		j.Dest.Root = root // the disk may be mounted elsewhere than when the record was written
+		j.home().Root = root // the disk may be mounted elsewhere than when the record was written
 		out = append(out, j)
 	}
 	return out, nil

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -61,6 +62,11 @@ type Manager struct {
 	// Hook is called after every durable step of an operation with the
 	// step's name; crash tests kill the process or the file system there.
 	Hook func(point string)
+	// S3 tunes transfers to and from object tiers.
+	S3 S3Options
+
+	objMu   sync.Mutex
+	objects map[string]*objectStore
 
 	copyChunk       int           // bytes per read/write of a copy
 	checkpointBytes int64         // bytes between durable checkpoints of a copy
@@ -138,6 +144,9 @@ type Location struct {
 // offline (an unplugged disk) would only hide the mistake.
 func checkRoots(fsys FS, c *Config) error {
 	for _, t := range c.Tiers {
+		if t.IsObject() {
+			continue
+		}
 		st, err := fsys.Stat(t.Root)
 		switch {
 		case err == nil && !st.IsDir():
@@ -152,6 +161,10 @@ func checkRoots(fsys FS, c *Config) error {
 // online reports whether a tier's root is there (a cold disk may be
 // unplugged).
 func (m *Manager) online(t *Tier) bool {
+	if t.IsObject() {
+		s, err := m.objectsFor(t)
+		return err == nil && s.online(context.Background()) == nil
+	}
 	st, err := m.FS.Stat(t.Root)
 	return err == nil && st.IsDir()
 }
@@ -164,7 +177,7 @@ func (m *Manager) Locate(name string) ([]Location, error) {
 		if !m.online(t) {
 			continue
 		}
-		a, err := Find(m.FS, t.Root, name)
+		a, err := m.find(t, name)
 		if errors.Is(err, ErrNoArtifact) {
 			continue
 		}
@@ -189,6 +202,9 @@ func (m *Manager) Resolve(ref string) (string, *Tier, error) {
 	if name := path.Clean(filepath.ToSlash(ref)); bareRef(ref) && checkRel(name) == nil {
 		for _, t := range m.Config.Tiers {
 			where := filepath.Join(t.Root, filepath.FromSlash(name))
+			if t.IsObject() {
+				where = t.S3.URL() + name
+			}
 			if !m.online(t) {
 				looked = append(looked, fmt.Sprintf("tier %s (%s, offline)", t.Name, where))
 				continue
@@ -234,12 +250,12 @@ func bareRef(ref string) bool {
 // stands for: the artifact called name, else the artifact the path name
 // under the root belongs to (a shard's set); "" when there is none.
 func (m *Manager) nameIn(t *Tier, name string) (string, error) {
-	all, err := Scan(m.FS, t.Root)
+	all, err := m.scan(t)
 	if err != nil {
 		return "", err
 	}
 	candidates := []string{name}
-	if p := filepath.Join(t.Root, filepath.FromSlash(name)); m.exists(p) {
+	if p := filepath.Join(t.Root, filepath.FromSlash(name)); !t.IsObject() && m.exists(p) {
 		if n, err := ArtifactName(t.Root, p); err == nil && n != name {
 			candidates = append(candidates, n)
 		}
@@ -284,11 +300,11 @@ const (
 
 // lockBoth takes the artifact's exclusive lock in both tiers.
 func (m *Manager) lockBoth(name string, a, b *Tier) (func(), error) {
-	ua, err := m.Locker.Lock(m.FS, a.Root, name, true)
+	ua, err := m.lock(a, name, true)
 	if err != nil {
 		return nil, relabel(err, a)
 	}
-	ub, err := m.Locker.Lock(m.FS, b.Root, name, true)
+	ub, err := m.lock(b, name, true)
 	if err != nil {
 		ua()
 		return nil, relabel(err, b)
@@ -307,8 +323,8 @@ func relabel(err error, t *Tier) error {
 // pendingFor returns an unfinished operation on the artifact, if any.
 func (m *Manager) pendingFor(name string) (*Journal, error) {
 	for _, t := range m.Config.Tiers {
-		if !m.online(t) {
-			continue
+		if t.IsObject() || !m.online(t) {
+			continue // an object tier keeps no records: its operations' are on the local end
 		}
 		js, err := readJournals(m.FS, t.Root)
 		if err != nil {
@@ -326,17 +342,24 @@ func (m *Manager) pendingFor(name string) (*Journal, error) {
 	return nil, nil
 }
 
-// bind points a journal read from tier t at the configured roots: a disk
-// may be mounted elsewhere than when the record was written.
-func (m *Manager) bind(j *Journal, dest *Tier) error {
-	j.Dest.Root = dest.Root
-	src, ok := m.Config.Tier(j.Source.Tier)
-	if !ok {
-		return &StateError{File: journalPath(dest.Root, j.ID), Msg: fmt.Sprintf("source tier %q is not in the configuration", j.Source.Tier)}
+// bind points a journal read from tier home at the configured places: a
+// disk may be mounted elsewhere than when the record was written.
+func (m *Manager) bind(j *Journal, home *Tier) error {
+	j.home().Root = home.Root
+	other := &j.Source
+	if other == j.home() {
+		other = &j.Dest
 	}
-	j.Source.Root = src.Root
-	if !m.online(src) {
-		return &OfflineError{Journal: journalPath(dest.Root, j.ID), Tier: src.Name, Root: src.Root}
+	t, ok := m.Config.Tier(other.Tier)
+	if !ok || t.IsObject() != other.object() {
+		return &StateError{File: j.recordPath(), Msg: fmt.Sprintf("tier %q is not in the configuration, or no longer the same kind of tier", other.Tier)}
+	}
+	other.Root = t.Root
+	if t.IsObject() {
+		other.URL = t.S3.URL()
+	}
+	if !m.online(t) {
+		return &OfflineError{Journal: j.recordPath(), Tier: t.Name, Root: t.Where()}
 	}
 	return nil
 }
@@ -364,7 +387,7 @@ func (m *Manager) Migrate(ctx context.Context, name, from string, to *Tier, dryR
 func (m *Manager) transfer(ctx context.Context, op Op, name, from string, to *Tier, dryRun bool) (*Result, error) {
 	start := m.now()
 	if !m.online(to) {
-		return nil, fmt.Errorf("tiers: tier %s (%s) is offline", to.Name, to.Root)
+		return nil, m.offline(to)
 	}
 	j, err := m.pendingFor(name)
 	if err != nil {
@@ -420,8 +443,11 @@ func (m *Manager) startTransfer(ctx context.Context, op Op, name, from string, t
 		res.Plan = []string{fmt.Sprintf("%s is already on %s", name, to.Name)}
 		return res, nil
 	}
+	if srcLoc.Tier.IsObject() && to.IsObject() {
+		return nil, fmt.Errorf("tiers: %s and %s are both object tiers: bring %s onto a local tier first", srcLoc.Tier.Name, to.Name, name)
+	}
 	if dstLoc != nil {
-		if err := CheckStructure(m.FS, srcLoc.Tier.Root, a, to.Root, dstLoc.Artifact); err != nil {
+		if err := m.checkStructure(srcLoc.Tier, a, to, dstLoc.Artifact); err != nil {
 			return nil, fmt.Errorf("%w; the copy on %s is not a twin: remove it or migrate elsewhere", err, to.Name)
 		}
 	} else if err := m.checkRoom(to, a); err != nil {
@@ -494,7 +520,7 @@ func (m *Manager) newJournal(op Op, src *Location, to *Tier, twin bool) *Journal
 	j := &Journal{
 		Schema: JournalSchema, Version: JournalVersion, ID: newJournalID(m.now()), Op: op,
 		Artifact: a.Name, Kind: a.Kind, Step: StepBegin, Twin: twin,
-		Source: Place{Tier: src.Tier.Name, Root: src.Tier.Root}, Dest: Place{Tier: to.Name, Root: to.Root},
+		Source: placeOf(src.Tier), Dest: placeOf(to),
 		Started: m.now().Unix(),
 	}
 	for _, f := range a.Files {
@@ -512,6 +538,9 @@ func (m *Manager) checkDestination(j *Journal) error {
 	}
 	if j.Twin {
 		return nil
+	}
+	if j.Dest.object() {
+		return m.checkObjectsFree(j)
 	}
 	for _, u := range j.units() {
 		if _, err := m.FS.Lstat(u.final); err == nil {
@@ -575,7 +604,7 @@ type Room struct {
 
 // Room measures a tier.
 func (m *Manager) Room(t *Tier) (Room, error) {
-	all, err := Scan(m.FS, t.Root)
+	all, err := m.scan(t)
 	if err != nil {
 		return Room{}, err
 	}
@@ -583,7 +612,9 @@ func (m *Manager) Room(t *Tier) (Room, error) {
 	for _, a := range all {
 		r.Used += a.Size
 	}
-	if r.DiskFree, err = m.space(t.Root); err != nil {
+	if t.IsObject() {
+		r.DiskFree = unlimitedSpace // a bucket's room is its budget
+	} else if r.DiskFree, err = m.space(t.Root); err != nil {
 		return r, err
 	}
 	r.Available = r.DiskFree
@@ -693,7 +724,7 @@ func (j *Journal) tmpFile(rel string) string {
 // so no record, however damaged, can make recovery touch other files.
 func checkUnits(j *Journal) error {
 	bad := func(format string, args ...any) error {
-		return &StateError{File: journalPath(j.Dest.Root, j.ID), Msg: fmt.Sprintf(format, args...)}
+		return &StateError{File: j.recordPath(), Msg: fmt.Sprintf(format, args...)}
 	}
 	for _, f := range j.Files {
 		switch j.Kind {
@@ -719,6 +750,9 @@ func checkUnits(j *Journal) error {
 func (m *Manager) run(ctx context.Context, j *Journal, res *Result) error {
 	if err := checkUnits(j); err != nil {
 		return err
+	}
+	if j.Dest.object() {
+		return m.runUpload(ctx, j, res)
 	}
 	// A record already past verification was verified by a process that
 	// is gone, and the copy may have changed since (a failing disk, a
@@ -793,7 +827,7 @@ func (m *Manager) copyAndVerify(ctx context.Context, j *Journal, res *Result) er
 // operation is rolled back when the source is still whole, and left, with
 // its record, for a person when it is not.
 func (m *Manager) reverify(ctx context.Context, j *Journal, res *Result) error {
-	err := m.checkRecorded(ctx, j, j.Dest.Root)
+	err := m.checkRecorded(ctx, j, j.Dest)
 	if err == nil {
 		res.Verification = LevelContent
 		return nil
@@ -801,17 +835,17 @@ func (m *Manager) reverify(ctx context.Context, j *Journal, res *Result) error {
 	if !errors.Is(err, ErrNotTwin) {
 		return err // could not read: try again later
 	}
-	record := journalPath(j.Dest.Root, j.ID)
-	if serr := m.checkRecorded(ctx, j, j.Source.Root); serr != nil {
+	record := j.recordPath()
+	if serr := m.checkRecorded(ctx, j, j.Source); serr != nil {
 		return fmt.Errorf("%w; the source on %s does not match its recorded digests either (%v): nothing was dropped or removed, and journal %s stays for a person to settle", err, j.Source.Tier, serr, record)
 	}
 	what := fmt.Sprintf("the copy on %s was removed", j.Dest.Tier)
 	if j.Twin {
 		what = fmt.Sprintf("the copy on %s was there before and is left as it is", j.Dest.Tier)
-		if ferr := forget(m.FS, m.Locker, j.Dest.Root, j.artifact()); ferr != nil {
+		if ferr := m.forgetOn(j.Dest, j.artifact()); ferr != nil {
 			return errors.Join(err, ferr)
 		}
-	} else if derr := m.dropCopy(j, j.Dest.Root); derr != nil {
+	} else if derr := m.dropAt(j, j.Dest); derr != nil {
 		return errors.Join(err, derr)
 	}
 	if rerr := j.remove(m.FS); rerr != nil {
@@ -821,12 +855,17 @@ func (m *Manager) reverify(ctx context.Context, j *Journal, res *Result) error {
 	return &rolledBackError{err: err, msg: fmt.Sprintf("rolled back (journal %s): %s and nothing was dropped; %s stays on %s", record, what, j.Artifact, j.Source.Tier)}
 }
 
-// checkRecorded hashes the artifact's files under root and compares each
+// checkRecorded hashes the artifact's files at place and compares each
 // with the digest the journal recorded. A file that is missing, is not a
 // regular file of its own, or differs is a TwinError naming it.
-func (m *Manager) checkRecorded(ctx context.Context, j *Journal, root string) error {
+func (m *Manager) checkRecorded(ctx context.Context, j *Journal, at Place) error {
 	add, done := m.progress("verify", j.Artifact, journalSize(j))
 	defer done()
+	if at.object() {
+		_, err := m.checkObjects(ctx, j, at, add)
+		return err
+	}
+	root := at.Root
 	for _, f := range j.Files {
 		p := filepath.Join(root, filepath.FromSlash(f.Rel))
 		st, err := m.FS.Lstat(p)
@@ -864,14 +903,14 @@ func (e *rolledBackError) Unwrap() error { return e.err }
 func (m *Manager) finish(j *Journal, res *Result) error {
 	for _, u := range j.units() {
 		if _, err := m.FS.Lstat(u.tmp); err == nil {
-			return fmt.Errorf("tiers: journal %s: %s still exists after publication", journalPath(j.Dest.Root, j.ID), u.tmp)
+			return fmt.Errorf("tiers: journal %s: %s still exists after publication", j.recordPath(), u.tmp)
 		}
 	}
 	digests := map[string]Digest{}
 	for _, f := range j.Files {
 		st, err := m.FS.Lstat(filepath.Join(j.Dest.Root, filepath.FromSlash(f.Rel)))
 		if err != nil || st.Size() != f.Size {
-			return fmt.Errorf("tiers: journal %s: the copy of %s on %s is missing or resized; not dropping anything: %v", journalPath(j.Dest.Root, j.ID), f.Rel, j.Dest.Tier, err)
+			return fmt.Errorf("tiers: journal %s: the copy of %s on %s is missing or resized; not dropping anything: %v", j.recordPath(), f.Rel, j.Dest.Tier, err)
 		}
 		digests[f.Rel] = f.XXH3
 	}
@@ -882,7 +921,7 @@ func (m *Manager) finish(j *Journal, res *Result) error {
 	res.Digests = digests
 	switch {
 	case j.Op == OpCopy:
-		if err := recordDigests(m.FS, m.Locker, j.Source.Root, digests, now); err != nil {
+		if err := m.recordSourceDigests(j, digests, now); err != nil {
 			return err
 		}
 		res.Action = ActionCopied
@@ -905,19 +944,30 @@ func (m *Manager) finish(j *Journal, res *Result) error {
 // verifyTwin proves the destination's existing copy identical to the
 // source, by content.
 func (m *Manager) verifyTwin(ctx context.Context, j *Journal) (map[string]Digest, Level, error) {
-	src, err := Find(m.FS, j.Source.Root, j.Artifact)
+	srcTier, _ := m.Config.Tier(j.Source.Tier)
+	dstTier, _ := m.Config.Tier(j.Dest.Tier)
+	src, err := m.find(srcTier, j.Artifact)
 	if err != nil {
 		return nil, "", err
 	}
-	dst, err := Find(m.FS, j.Dest.Root, j.Artifact)
+	dst, err := m.find(dstTier, j.Artifact)
 	if err != nil {
 		return nil, "", err
 	}
 	if err := sameFiles(j, src); err != nil {
 		return nil, "", err
 	}
-	if err := CheckStructure(m.FS, j.Source.Root, src, j.Dest.Root, dst); err != nil {
+	if err := m.checkStructure(srcTier, src, dstTier, dst); err != nil {
 		return nil, "", err
+	}
+	if srcTier.IsObject() || dstTier.IsObject() {
+		add, done := m.progress("verify", j.Artifact, 2*src.Size)
+		defer done()
+		v, err := m.VerifyPair(ctx, srcTier, src, dstTier, dst, add)
+		if err != nil {
+			return nil, "", err
+		}
+		return v.Digests, v.Level, nil
 	}
 	if m.AllowCachedDigests {
 		if d, ok := m.cachedTwin(src, j.Source.Root, j.Dest.Root); ok {
@@ -1004,14 +1054,19 @@ func (m *Manager) publish(j *Journal) error {
 		case errT == nil && errF == nil:
 			return fmt.Errorf("tiers: cannot publish %s: %s appeared meanwhile; the verified copy stays at %s", j.Artifact, u.final, u.tmp)
 		default:
-			return fmt.Errorf("tiers: journal %s: the verified copy %s is missing: %w", journalPath(j.Dest.Root, j.ID), u.tmp, errors.Join(errT, errF))
+			return fmt.Errorf("tiers: journal %s: the verified copy %s is missing: %w", j.recordPath(), u.tmp, errors.Join(errT, errF))
 		}
 	}
 	return nil
 }
 
 // dropSource removes the source's files of a move.
-func (m *Manager) dropSource(j *Journal) error { return m.dropCopy(j, j.Source.Root) }
+func (m *Manager) dropSource(j *Journal) error {
+	if j.Source.object() {
+		return m.dropObjects(j, j.Source)
+	}
+	return m.dropCopy(j, j.Source.Root)
+}
 
 // dropCopy removes the artifact's files under root (the source of a move,
 // or the destination of a copy that is rolled back), pack.json last so a

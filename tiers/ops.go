@@ -171,11 +171,11 @@ func (m *Manager) Evict(ctx context.Context, t *Tier, free int64, copyTo, keep s
 	if room.Available >= free {
 		return r, nil
 	}
-	all, err := Scan(m.FS, t.Root)
+	all, err := m.scan(t)
 	if err != nil {
 		return r, err
 	}
-	st, err := readState(m.FS, t.Root)
+	st, err := m.readTierState(t)
 	if err != nil {
 		return r, err
 	}
@@ -230,11 +230,11 @@ func (m *Manager) evictTarget(t *Tier, a *Artifact, copyTo *Tier) (*Tier, string
 		if o == t || roleRank(o.Role) <= roleRank(t.Role) || !m.online(o) {
 			continue
 		}
-		twin, err := Find(m.FS, o.Root, a.Name)
+		twin, err := m.find(o, a.Name)
 		if err != nil {
 			continue
 		}
-		if err := CheckStructure(m.FS, t.Root, a, o.Root, twin); err != nil {
+		if err := m.checkStructure(t, a, o, twin); err != nil {
 			reasons = append(reasons, fmt.Sprintf("the copy on %s is not a twin: %v", o.Name, err))
 			continue
 		}
@@ -286,8 +286,8 @@ func (m *Manager) Recover(ctx context.Context, mode RecoverMode) ([]Recovered, e
 	var out []Recovered
 	var errs []error
 	for _, t := range m.Config.Tiers {
-		if !m.online(t) {
-			continue
+		if t.IsObject() || !m.online(t) {
+			continue // an object tier's operations are recorded on their local end
 		}
 		js, err := readJournals(m.FS, t.Root)
 		if err != nil {
@@ -348,7 +348,7 @@ func (m *Manager) recoverOne(ctx context.Context, j *Journal, t *Tier, mode Reco
 		}
 		rec.Outcome = "completed"
 	case mode == RecoverRollback:
-		if err := m.removeTemporaries(j); err != nil {
+		if err := m.rollBack(ctx, j); err != nil {
 			return err
 		}
 		if err := j.remove(m.FS); err != nil {
@@ -468,10 +468,10 @@ func (m *Manager) Scrub(ctx context.Context, names []string, olderThan time.Dura
 	cutoff := m.now().Add(-olderThan).Unix()
 	for _, t := range tiers {
 		if !m.online(t) {
-			m.notef("tier %s (%s) is offline: not scrubbed", t.Name, t.Root)
+			m.notef("tier %s (%s) is offline: not scrubbed", t.Name, t.Where())
 			continue
 		}
-		all, err := Scan(m.FS, t.Root)
+		all, err := m.scan(t)
 		if err != nil {
 			return r, err
 		}
@@ -488,6 +488,9 @@ func (m *Manager) Scrub(ctx context.Context, names []string, olderThan time.Dura
 }
 
 func (m *Manager) scrubArtifact(ctx context.Context, t *Tier, a *Artifact, cutoff int64, r *ScrubResult) error {
+	if t.IsObject() {
+		return m.scrubObjects(ctx, t, a, cutoff, r)
+	}
 	// A shared lock: a server may keep its lease, a migration may not
 	// start meanwhile.
 	unlock, err := m.Locker.Lock(m.FS, t.Root, a.Name, false)

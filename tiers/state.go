@@ -163,6 +163,7 @@ type DigestEntry struct {
 	CTimeNs  int64  `json:"ctime_ns"`
 	Dev      uint64 `json:"dev"`
 	Ino      uint64 `json:"ino"`
+	ETag     string `json:"etag,omitempty"` // on an object tier, in place of the device, inode and times
 	XXH3     Digest `json:"xxh3_128"`
 	Verified int64  `json:"verified_unix"` // when the content was last read and matched
 }

@@ -29,7 +29,9 @@ const (
 // TierStatus is one tier.
 type TierStatus struct {
 	Name      string            `json:"name"`
-	Root      string            `json:"root"`
+	Root      string            `json:"root,omitempty"`
+	URL       string            `json:"url,omitempty"`      // an object tier: s3://bucket/prefix
+	Endpoint  string            `json:"endpoint,omitempty"` // and its server
 	Role      Role              `json:"role"`
 	Online    bool              `json:"online"`
 	Room      Room              `json:"room"`
@@ -70,11 +72,14 @@ func (m *Manager) Status() (*Status, error) {
 	scans := map[*Tier][]*Artifact{}
 	for _, t := range m.Config.Tiers {
 		ts := &TierStatus{Name: t.Name, Root: t.Root, Role: t.Role, Online: m.online(t), Artifacts: []*ArtifactStatus{}}
+		if t.IsObject() {
+			ts.URL, ts.Endpoint = t.S3.URL(), t.S3.Endpoint
+		}
 		s.Tiers = append(s.Tiers, ts)
 		if !ts.Online {
 			continue
 		}
-		all, err := Scan(m.FS, t.Root)
+		all, err := m.scan(t)
 		if err != nil {
 			ts.Error = err.Error()
 			continue
@@ -83,10 +88,14 @@ func (m *Manager) Status() (*Status, error) {
 		if ts.Room, err = m.Room(t); err != nil {
 			ts.Error = err.Error()
 		}
-		st, err := readState(m.FS, t.Root)
+		st, err := m.readTierState(t)
 		if err != nil {
 			ts.Error = err.Error()
 			st = &tierState{}
+		}
+		current := func(rel string, e DigestEntry) bool { return e.current(m.FS, filepath.Join(t.Root, rel)) }
+		if t.IsObject() {
+			current = m.objectCurrent(t)
 		}
 		for _, a := range all {
 			as := &ArtifactStatus{Name: a.Name, Kind: a.Kind, Size: a.Size, Files: len(a.Files), Verification: VerifiedState, LastUseUnix: st.LastUse[a.Name]}
@@ -95,7 +104,7 @@ func (m *Manager) Status() (*Status, error) {
 				switch {
 				case !ok:
 					as.Verification = UnverifiedState
-				case !e.current(m.FS, filepath.Join(t.Root, f.Rel)):
+				case !current(f.Rel, e):
 					if as.Verification == VerifiedState {
 						as.Verification = StaleState
 					}
@@ -107,6 +116,9 @@ func (m *Manager) Status() (*Status, error) {
 				as.VerifiedUnix = 0
 			}
 			ts.Artifacts = append(ts.Artifacts, as)
+		}
+		if t.IsObject() {
+			continue // no records: an object tier's operations are kept on their local end
 		}
 		js, err := readJournals(m.FS, t.Root)
 		if err != nil {
@@ -131,7 +143,7 @@ func (m *Manager) Status() (*Status, error) {
 				if o == t {
 					continue
 				}
-				if b, ok := findIn(scans[o], as.Name); ok && CheckStructure(m.FS, t.Root, a, o.Root, b) == nil {
+				if b, ok := findIn(scans[o], as.Name); ok && m.checkStructure(t, a, o, b) == nil {
 					as.Twins = append(as.Twins, o.Name)
 				}
 			}

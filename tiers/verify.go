@@ -72,6 +72,9 @@ type Verification struct {
 	Level   Level             `json:"level"`
 	Digests map[string]Digest `json:"digests,omitempty"` // by relative path
 	Bytes   int64             `json:"bytes"`
+	// read is, for an object tier's copy, each object as it was read
+	// back (its ETag goes into the tier's state).
+	read map[string]objectStat
 }
 
 // CheckStructure compares two copies' file lists and refuses a "copy"

@@ -1,0 +1,273 @@
+package tiers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// S3Location is a tier that is a prefix of a bucket on an S3-compatible
+// server. Credentials never appear here: they come from the standard AWS
+// chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the
+// shared files, the instance role).
+type S3Location struct {
+	Endpoint string `json:"endpoint"`
+	Bucket   string `json:"bucket"`
+	Prefix   string `json:"prefix,omitempty"`
+	Region   string `json:"region,omitempty"`
+}
+
+var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+
+// check refuses a location no S3 server could serve, or one whose prefix
+// could climb out of itself.
+func (l *S3Location) check() error {
+	u, err := url.Parse(l.Endpoint)
+	switch {
+	case err != nil:
+		return fmt.Errorf("endpoint %q: %v", l.Endpoint, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("endpoint %q must start with http:// or https://", l.Endpoint)
+	case u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("endpoint %q must be scheme://host[:port] with no path, credentials or query", l.Endpoint)
+	case !bucketName.MatchString(l.Bucket) || strings.Contains(l.Bucket, ".."):
+		return fmt.Errorf("bucket %q is not a valid bucket name (3-63 lowercase letters, digits, dots and hyphens)", l.Bucket)
+	case l.Prefix != "" && (!strings.HasSuffix(l.Prefix, "/") || checkRel(strings.TrimSuffix(l.Prefix, "/")) != nil || len(l.Prefix) > 512):
+		return fmt.Errorf("prefix %q must be empty or a clean relative path ending in /", l.Prefix)
+	}
+	return nil
+}
+
+// URL is s3://bucket/prefix.
+func (l *S3Location) URL() string { return "s3://" + l.Bucket + "/" + l.Prefix }
+
+// key is the object key of a path relative to the tier.
+func (l *S3Location) key(rel string) string { return l.Prefix + rel }
+
+// S3Options tune the object tiers' transfers; zero values take the
+// defaults.
+type S3Options struct {
+	// PartSize is the multipart part size; 0 picks it from the object's
+	// size (at least 16 MiB, and at most 9,000 parts).
+	PartSize int64
+	// Parallel is the parts (and ranged reads) in flight per file:
+	// memory is bounded by Parallel × PartSize whatever the artifact's
+	// size.
+	Parallel int
+	// Timeout bounds the wait for a response's headers; a server slower
+	// than that fails the request (after MaxRetries).
+	Timeout time.Duration
+	// MaxRetries is how many times a failed request is tried (default 3).
+	MaxRetries int
+	// LeaseTTL is how long a lock object holds without renewal: a crashed
+	// holder's lock expires after it (default 2 minutes).
+	LeaseTTL time.Duration
+}
+
+const (
+	minPartSize     = 16 << 20
+	maxParts        = 9000
+	defaultParallel = 4
+)
+
+func (o S3Options) parallel() int {
+	if o.Parallel > 0 {
+		return o.Parallel
+	}
+	return defaultParallel
+}
+
+func (o S3Options) leaseTTL() time.Duration {
+	if o.LeaseTTL > 0 {
+		return o.LeaseTTL
+	}
+	return 2 * time.Minute
+}
+
+// partSize is the part size for an object of size bytes: the configured
+// one, else 16 MiB grown in whole MiB so no upload needs more than 9,000
+// parts (S3 allows 10,000).
+func (o S3Options) partSize(size int64) int64 {
+	if o.PartSize > 0 {
+		return o.PartSize
+	}
+	p := int64(minPartSize)
+	if need := (size + maxParts - 1) / maxParts; need > p {
+		p = (need + 1<<20 - 1) >> 20 << 20
+	}
+	return p
+}
+
+// objectStore is a tier on an S3-compatible server.
+type objectStore struct {
+	tier *Tier
+	loc  *S3Location
+	core *minio.Core
+	opts S3Options
+
+	onlineOnce sync.Once
+	onlineErr  error
+}
+
+// newObjectStore connects (lazily: nothing is sent until the first
+// request) to the tier's server with credentials from the AWS chain.
+func newObjectStore(t *Tier, opts S3Options) (*objectStore, error) {
+	u, _ := url.Parse(t.S3.Endpoint) // checked when the configuration was read
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = 60 * time.Second
+	}
+	transport := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: timeout,
+		ExpectContinueTimeout: time.Second,
+	}
+	retries := opts.MaxRetries
+	if retries <= 0 {
+		retries = 3
+	}
+	creds := credentials.NewChainCredentials([]credentials.Provider{
+		&credentials.EnvAWS{},
+		&credentials.FileAWSCredentials{}, // AWS_SHARED_CREDENTIALS_FILE, AWS_PROFILE
+		&credentials.IAM{Client: &http.Client{Transport: transport, Timeout: 5 * time.Second}},
+	})
+	c, err := minio.NewCore(u.Host, &minio.Options{
+		Creds: creds, Secure: u.Scheme == "https", Transport: transport,
+		Region: t.S3.Region, BucketLookup: minio.BucketLookupPath, MaxRetries: retries,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tiers: tier %s: %w", t.Name, err)
+	}
+	c.SetAppInfo("gguftool", "1")
+	return &objectStore{tier: t, loc: t.S3, core: c, opts: opts}, nil
+}
+
+// where names an object as a person reads it.
+func (s *objectStore) where(rel string) string { return s.loc.URL() + rel }
+
+// online reports whether the bucket answers, asking once per manager.
+func (s *objectStore) online(ctx context.Context) error {
+	s.onlineOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		ok, err := s.core.BucketExists(ctx, s.loc.Bucket)
+		switch {
+		case err != nil:
+			s.onlineErr = fmt.Errorf("tiers: tier %s (%s): %w", s.tier.Name, s.tier.Where(), err)
+		case !ok:
+			s.onlineErr = fmt.Errorf("tiers: tier %s: bucket %s does not exist at %s", s.tier.Name, s.loc.Bucket, s.loc.Endpoint)
+		}
+	})
+	return s.onlineErr
+}
+
+// objectInfo is one listed object of the tier.
+type objectInfo struct {
+	rel  string
+	size int64
+	etag string
+	mod  time.Time
+}
+
+// list lists every object under the prefix (gguftool's own records
+// included), keyed by path relative to the prefix. Keys that are not
+// clean relative paths (other tools' odd names) are left out: no
+// artifact can be made of them.
+func (s *objectStore) list(ctx context.Context, under string) ([]objectInfo, error) {
+	var out []objectInfo
+	for o := range s.core.Client.ListObjects(ctx, s.loc.Bucket, minio.ListObjectsOptions{Prefix: s.loc.key(under), Recursive: true}) {
+		if o.Err != nil {
+			return nil, fmt.Errorf("tiers: listing %s: %w", s.where(under), o.Err)
+		}
+		rel := strings.TrimPrefix(o.Key, s.loc.Prefix)
+		if path.Clean(rel) != rel || strings.HasPrefix(rel, "/") || rel == "" {
+			continue
+		}
+		out = append(out, objectInfo{rel: rel, size: o.Size, etag: strings.Trim(o.ETag, `"`), mod: o.LastModified})
+	}
+	return out, nil
+}
+
+// scan lists the tier's artifacts, by the same rules as a directory's.
+func (s *objectStore) scan(ctx context.Context) ([]*Artifact, error) {
+	objs, err := s.list(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	return Scan(newListingFS(objs), listingRoot)
+}
+
+// find returns the artifact called name.
+func (s *objectStore) find(ctx context.Context, name string) (*Artifact, error) {
+	all, err := s.scan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if a, ok := findIn(all, name); ok {
+		return a, nil
+	}
+	return nil, fmt.Errorf("tiers: no artifact %q in tier %s (%s): %w", name, s.tier.Name, s.loc.URL(), ErrNoArtifact)
+}
+
+// Object metadata gguftool writes on every object it uploads.
+const (
+	metaDigest  = "Gguftool-Xxh3-128"
+	metaJournal = "Gguftool-Journal"
+)
+
+// objectStat is what a HEAD says of one object.
+type objectStat struct {
+	size    int64
+	etag    string
+	digest  Digest // from the metadata, "" when absent
+	journal string // the operation that uploaded it
+}
+
+// stat heads one object; a missing one is fs.ErrNotExist.
+func (s *objectStore) stat(ctx context.Context, rel string) (objectStat, error) {
+	oi, err := s.core.Client.StatObject(ctx, s.loc.Bucket, s.loc.key(rel), minio.StatObjectOptions{})
+	if err != nil {
+		if isNotFound(err) {
+			return objectStat{}, fmt.Errorf("tiers: %s: %w", s.where(rel), ErrNoArtifact)
+		}
+		return objectStat{}, fmt.Errorf("tiers: %s: %w", s.where(rel), err)
+	}
+	return objectStat{size: oi.Size, etag: strings.Trim(oi.ETag, `"`),
+		digest: Digest(oi.UserMetadata[metaDigest]), journal: oi.UserMetadata[metaJournal]}, nil
+}
+
+// remove deletes one object; a missing one is not an error.
+func (s *objectStore) remove(ctx context.Context, rel string) error {
+	err := s.core.Client.RemoveObject(ctx, s.loc.Bucket, s.loc.key(rel), minio.RemoveObjectOptions{})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("tiers: removing %s: %w", s.where(rel), err)
+	}
+	return nil
+}
+
+func isNotFound(err error) bool {
+	code := minio.ToErrorResponse(err).Code
+	return code == minio.NoSuchKey || code == "NotFound" || code == minio.NoSuchUpload
+}
+
+func isPrecondition(err error) bool {
+	r := minio.ToErrorResponse(err)
+	return r.Code == minio.PreconditionFailed || r.StatusCode == http.StatusPreconditionFailed
+}
+
+// errNoObjectTier is an operation the object tiers do not offer.
+var errNoObjectTier = errors.New("tiers: not available on an s3 tier")

@@ -1,0 +1,381 @@
+package tiers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// An operation onto an object tier (an upload) keeps its journal on the
+// source's disk and goes through the same steps as a copy between
+// directories:
+//
+//	begin     the intent is recorded; nothing has been sent
+//	copying   each file's source is hashed (its XXH3-128 is recorded,
+//	          and goes into the object's metadata with the journal's
+//	          ID); its multipart upload's ID is recorded before the
+//	          first part is sent; a completed object sets Copied = Size
+//	verified  every object was read back by ranged GETs and its hash
+//	          matched the source's
+//	published nothing to rename: an object appears only whole, at its
+//	          final key, when its upload completes
+//
+// then the source of a move is dropped and the record removed. A
+// resumed upload lists the parts the server kept and sends the rest; a
+// rolled-back one aborts its uploads and removes the objects that carry
+// its ID. An object already at a key that does not carry the
+// operation's ID is never overwritten or removed.
+
+// runUpload drives an operation whose destination is an object tier.
+func (m *Manager) runUpload(ctx context.Context, j *Journal, res *Result) error {
+	verifiedBefore := j.Step.order() >= StepVerified.order()
+	if !verifiedBefore {
+		var err error
+		if j.Twin {
+			err = m.copyAndVerify(ctx, j, res)
+		} else {
+			err = m.uploadAndVerify(ctx, j, res)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if j.Step == StepVerified {
+		j.Step = StepPublished
+		if err := j.write(m.FS, m.now()); err != nil {
+			return err
+		}
+		m.hook("journal:published")
+	}
+	if verifiedBefore {
+		if err := m.reverify(ctx, j, res); err != nil {
+			return err
+		}
+	}
+	return m.finishUpload(ctx, j, res)
+}
+
+// pacer is a throttle shared by parallel parts, which also reports
+// progress.
+type pacer struct {
+	mu  sync.Mutex
+	th  *throttle
+	add func(int64)
+}
+
+func (p *pacer) wait(ctx context.Context, n int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.add(n)
+	return p.th.wait(ctx, n)
+}
+
+// uploadAndVerify takes an upload from its start to verified.
+func (m *Manager) uploadAndVerify(ctx context.Context, j *Journal, res *Result) error {
+	s, err := m.objectsAt(j.Dest)
+	if err != nil {
+		return err
+	}
+	add, done := m.progress("upload", j.Artifact, journalSize(j))
+	p := &pacer{th: newThrottle(m.BWLimit, m.now), add: add}
+	for i := range j.Files {
+		n, err := m.uploadFile(ctx, s, j, &j.Files[i], p)
+		res.CopiedBytes += n
+		if err != nil {
+			done()
+			return err
+		}
+	}
+	done()
+	for attempt := 0; ; attempt++ {
+		vadd, vdone := m.progress("verify", j.Artifact, journalSize(j))
+		_, err := m.checkObjects(ctx, j, j.Dest, vadd)
+		vdone()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrNotTwin) {
+			return err
+		}
+		if attempt == 1 {
+			m.notef("%v; rolling the upload back", err)
+			return errors.Join(err, m.rollBack(ctx, j), j.remove(m.FS))
+		}
+		m.notef("%v; uploading again", err)
+		if err := m.rollBack(ctx, j); err != nil {
+			return err
+		}
+		for i := range j.Files {
+			j.Files[i].Copied, j.Files[i].Upload = 0, ""
+			n, err := m.uploadFile(ctx, s, j, &j.Files[i], &pacer{th: newThrottle(m.BWLimit, m.now), add: func(int64) {}})
+			res.CopiedBytes += n
+			if err != nil {
+				return err
+			}
+		}
+	}
+	res.Verification = LevelContent
+	j.Step = StepVerified
+	if err := j.write(m.FS, m.now()); err != nil {
+		return err
+	}
+	m.hook("journal:verified")
+	return nil
+}
+
+// uploadFile uploads one file, resuming a recorded upload, and returns
+// the bytes sent.
+func (m *Manager) uploadFile(ctx context.Context, s *objectStore, j *Journal, f *JournalFile, p *pacer) (int64, error) {
+	if f.Copied == f.Size {
+		if st, err := s.stat(ctx, f.Rel); err == nil && st.journal == j.ID && st.size == f.Size {
+			p.add(f.Size)
+			return 0, nil // completed before a crash; verification reads it back
+		}
+		f.Copied, f.Upload = 0, ""
+	}
+	srcTier, _ := m.Config.Tier(j.Source.Tier)
+	in, src, unchanged, _, err := m.openSource(ctx, j, f)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	if f.XXH3 == "" {
+		// The digest goes into the object's metadata, which an upload
+		// takes when it begins: the source is hashed first.
+		d, _, err := m.hashOn(ctx, srcTier, f.Rel, f.Size, nil)
+		if err != nil {
+			return 0, err
+		}
+		f.XXH3 = d
+		j.Step = StepCopying
+		if err := j.write(m.FS, m.now()); err != nil {
+			return 0, err
+		}
+		m.hook("upload:hashed")
+	}
+	if f.Upload == "" {
+		st, err := s.stat(ctx, f.Rel)
+		switch {
+		case err == nil && st.journal == j.ID && st.size == f.Size:
+			f.Copied = f.Size // completed just before a crash
+			return 0, j.write(m.FS, m.now())
+		case err == nil:
+			return 0, fmt.Errorf("tiers: %s appeared on tier %s while %s was being uploaded: not overwriting it", s.where(f.Rel), j.Dest.Tier, j.Artifact)
+		case !errors.Is(err, ErrNoArtifact):
+			return 0, err
+		}
+		if err := s.abortUploads(ctx, f.Rel); err != nil { // ours, begun just before a crash
+			return 0, err
+		}
+	}
+	record := func(id string) error {
+		f.Upload = id
+		j.Step = StepCopying
+		if err := j.write(m.FS, m.now()); err != nil {
+			return err
+		}
+		m.hook("upload:begun")
+		return nil
+	}
+	if err := s.upload(ctx, f.Rel, in, f.Size, uploadMeta(f.XXH3, j.ID), f.Upload, record, p.wait); err != nil {
+		return 0, err
+	}
+	if err := unchanged(); err != nil {
+		return f.Size, fmt.Errorf("%w (%s)", err, src)
+	}
+	f.Copied, f.Upload = f.Size, ""
+	if err := j.write(m.FS, m.now()); err != nil {
+		return f.Size, err
+	}
+	m.hook("upload:done")
+	return f.Size, nil
+}
+
+// checkObjects reads every file of the journal back from the object tier
+// at and compares it with the recorded digest; the metadata digest, when
+// present, must agree too. It returns each object as read.
+func (m *Manager) checkObjects(ctx context.Context, j *Journal, at Place, add func(int64)) (map[string]objectStat, error) {
+	s, err := m.objectsAt(at)
+	if err != nil {
+		return nil, err
+	}
+	read := map[string]objectStat{}
+	for _, f := range j.Files {
+		d, st, err := s.hash(ctx, f.Rel, f.Size, add)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case d != f.XXH3:
+			return nil, &TwinError{Path: s.where(f.Rel), Reason: fmt.Sprintf("content read back differs from the source (XXH3-128 %s, source %s)", d, f.XXH3)}
+		case st.digest != "" && st.digest != f.XXH3:
+			return nil, &TwinError{Path: s.where(f.Rel), Reason: fmt.Sprintf("its metadata says XXH3-128 %s, the source's is %s", st.digest, f.XXH3)}
+		}
+		read[f.Rel] = st
+	}
+	return read, nil
+}
+
+// checkObjectsFree refuses an upload whose keys are taken.
+func (m *Manager) checkObjectsFree(j *Journal) error {
+	s, err := m.objectsAt(j.Dest)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	if j.Kind == "pack" {
+		objs, err := s.list(ctx, j.Artifact+"/")
+		if err != nil {
+			return err
+		}
+		if len(objs) > 0 {
+			return fmt.Errorf("tiers: %s already holds objects (%s, …) that are not a copy of %s: move them away first", s.where(j.Artifact+"/"), objs[0].rel, j.Artifact)
+		}
+		return nil
+	}
+	for _, f := range j.Files {
+		_, err := s.stat(ctx, f.Rel)
+		if err == nil {
+			return fmt.Errorf("tiers: %s already exists on %s and is not a copy of %s: move it away first", s.where(f.Rel), j.Dest.Tier, j.Artifact)
+		}
+		if !errors.Is(err, ErrNoArtifact) {
+			return err
+		}
+	}
+	return nil
+}
+
+// finishUpload completes a published upload: records the objects'
+// digests with their ETags, drops the source of a move, deletes the
+// journal.
+func (m *Manager) finishUpload(ctx context.Context, j *Journal, res *Result) error {
+	s, err := m.objectsAt(j.Dest)
+	if err != nil {
+		return err
+	}
+	digests := map[string]Digest{}
+	read := map[string]objectStat{}
+	for _, f := range j.Files {
+		st, err := s.stat(ctx, f.Rel)
+		if err != nil || st.size != f.Size {
+			return fmt.Errorf("tiers: journal %s: the copy of %s on %s is missing or resized; not dropping anything: %v", j.recordPath(), f.Rel, j.Dest.Tier, err)
+		}
+		digests[f.Rel], read[f.Rel] = f.XXH3, st
+	}
+	now := m.now()
+	if err := s.recordDigests(ctx, read, digests, now); err != nil {
+		return err
+	}
+	res.Digests = digests
+	switch {
+	case j.Op == OpCopy:
+		if err := recordDigests(m.FS, m.Locker, j.Source.Root, digests, now); err != nil {
+			return err
+		}
+		res.Action = ActionCopied
+	default:
+		if err := m.dropCopy(j, j.Source.Root); err != nil {
+			return err
+		}
+		res.Action = ActionMoved
+		if j.Twin {
+			res.Action = ActionDropped
+		}
+	}
+	if err := j.remove(m.FS); err != nil {
+		return err
+	}
+	m.hook("journal:done")
+	return nil
+}
+
+// forgetOn drops an artifact's digests from the state of an operation's
+// end.
+func (m *Manager) forgetOn(at Place, a *Artifact) error {
+	if !at.object() {
+		return forget(m.FS, m.Locker, at.Root, a)
+	}
+	s, err := m.objectsAt(at)
+	if err != nil {
+		return err
+	}
+	return s.forget(context.Background(), a)
+}
+
+// dropAt removes the artifact's copy at an operation's end.
+func (m *Manager) dropAt(j *Journal, at Place) error {
+	if at.object() {
+		return m.dropObjects(j, at)
+	}
+	return m.dropCopy(j, at.Root)
+}
+
+// scrubObjects re-reads an object tier's copy of an artifact and
+// compares each object with the digest recorded for it (the tier's
+// state, else the digest its upload put in its metadata).
+func (m *Manager) scrubObjects(ctx context.Context, t *Tier, a *Artifact, cutoff int64, r *ScrubResult) error {
+	s, err := m.objectsFor(t)
+	if err != nil {
+		return err
+	}
+	unlock, err := s.lock(ctx, a.Name, false)
+	if errors.Is(err, ErrBusy) {
+		r.Skipped++
+		r.Findings = append(r.Findings, Finding{Tier: t.Name, Artifact: a.Name, Path: s.where(a.Name), Outcome: "busy", Detail: err.Error()})
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, _, err := s.readState(ctx)
+	if err != nil {
+		return err
+	}
+	current := m.objectCurrent(t)
+	verified, read := map[string]Digest{}, map[string]objectStat{}
+	for _, f := range a.Files {
+		fd := Finding{Tier: t.Name, Artifact: a.Name, Path: s.where(f.Rel)}
+		e, recorded := st.Digests[f.Rel]
+		want := e.XXH3
+		if !recorded {
+			if h, err := s.stat(ctx, f.Rel); err == nil {
+				want = h.digest
+			}
+		}
+		switch {
+		case want == "":
+			fd.Outcome = "unrecorded"
+			r.Skipped++
+		case recorded && e.Verified > cutoff && current(f.Rel, e):
+			fd.Outcome = "recent"
+			r.Skipped++
+		default:
+			add, done := m.progress("scrub", f.Rel, f.Size)
+			d, ost, err := s.hash(ctx, f.Rel, f.Size, add)
+			done()
+			r.Checked++
+			r.Bytes += f.Size
+			switch {
+			case errors.Is(err, ErrNotTwin):
+				fd.Outcome, fd.Detail = "mismatch", err.Error()
+				r.Mismatch++
+			case err != nil:
+				return err
+			case d != want:
+				fd.Outcome = "mismatch"
+				fd.Detail = fmt.Sprintf("content read back differs from its recorded digest (XXH3-128 %s, recorded %s)", d, want)
+				r.Mismatch++
+			default:
+				fd.Outcome = "ok"
+				verified[f.Rel], read[f.Rel] = d, ost
+			}
+		}
+		r.Findings = append(r.Findings, fd)
+	}
+	if len(verified) == 0 {
+		return nil
+	}
+	return s.recordDigests(ctx, read, verified, m.now())
+}
