@@ -335,7 +335,8 @@ func (m *Manager) recoverOne(ctx context.Context, j *Journal, t *Tier, mode Reco
 		return err
 	}
 	src, _ := m.Config.Tier(j.Source.Tier)
-	unlock, err := m.lockBoth(j.Artifact, src, t)
+	dst, _ := m.Config.Tier(j.Dest.Tier)
+	unlock, err := m.lockBoth(j.Artifact, src, dst)
 	if err != nil {
 		return err // a live process owns it
 	}

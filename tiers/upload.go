@@ -79,7 +79,7 @@ func (m *Manager) uploadAndVerify(ctx context.Context, j *Journal, res *Result) 
 	}
 	add, done := m.progress("upload", j.Artifact, journalSize(j))
 	p := &pacer{th: newThrottle(m.BWLimit, m.now), add: add}
-	for i := range j.Files {
+	for _, i := range manifestLast(j) {
 		n, err := m.uploadFile(ctx, s, j, &j.Files[i], p)
 		res.CopiedBytes += n
 		if err != nil {
@@ -106,7 +106,7 @@ func (m *Manager) uploadAndVerify(ctx context.Context, j *Journal, res *Result) 
 		if err := m.rollBack(ctx, j); err != nil {
 			return err
 		}
-		for i := range j.Files {
+		for _, i := range manifestLast(j) {
 			j.Files[i].Copied, j.Files[i].Upload = 0, ""
 			n, err := m.uploadFile(ctx, s, j, &j.Files[i], &pacer{th: newThrottle(m.BWLimit, m.now), add: func(int64) {}})
 			res.CopiedBytes += n
@@ -122,6 +122,20 @@ func (m *Manager) uploadAndVerify(ctx context.Context, j *Journal, res *Result) 
 	}
 	m.hook("journal:verified")
 	return nil
+}
+
+// manifestLast orders an upload's files with a pack's pack.json last, so
+// that until every other object is whole the pack does not list as one.
+func manifestLast(j *Journal) []int {
+	var order, last []int
+	for i, f := range j.Files {
+		if j.Kind == "pack" && f.Rel == j.Artifact+"/"+PackManifest {
+			last = append(last, i)
+			continue
+		}
+		order = append(order, i)
+	}
+	return append(order, last...)
 }
 
 // uploadFile uploads one file, resuming a recorded upload, and returns
