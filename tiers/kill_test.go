@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	if s := os.Getenv(childEnv); s != "" {
 		os.Exit(runChild(s))
 	}
+	if os.Getenv(s3ChildEnv) != "" {
+		os.Exit(runS3Child())
+	}
 	os.Exit(m.Run())
 }
 
