@@ -1020,6 +1020,9 @@ func (m *Manager) cachedTwin(src *Artifact, srcRoot, dstRoot string) (map[string
 // CachedTwin reports whether the digests recorded for the artifact in
 // both tiers match, with every file unchanged since it was read.
 func (m *Manager) CachedTwin(a, b *Tier, art *Artifact) bool {
+	if a.IsObject() || b.IsObject() {
+		return m.cachedObjectTwin(a, b, art)
+	}
 	_, ok := m.cachedTwin(art, a.Root, b.Root)
 	return ok
 }
@@ -1027,14 +1030,8 @@ func (m *Manager) CachedTwin(a, b *Tier, art *Artifact) bool {
 // ShareLock takes a shared lock on the artifact in a tier, as a reader
 // that must not see it migrated away meanwhile (twins find --verify).
 func (m *Manager) ShareLock(t *Tier, name string) (func(), error) {
-	unlock, err := m.Locker.Lock(m.FS, t.Root, name, false)
+	unlock, err := m.lock(t, name, false)
 	return unlock, relabel(err, t)
-}
-
-// RecordVerified stores digests just verified for copies in two tiers.
-func (m *Manager) RecordVerified(a, b *Tier, digests map[string]Digest) error {
-	now := m.now()
-	return errors.Join(recordDigests(m.FS, m.Locker, a.Root, digests, now), recordDigests(m.FS, m.Locker, b.Root, digests, now))
 }
 
 // publish renames every unit into place. It is idempotent: recovery runs

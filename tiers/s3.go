@@ -271,3 +271,43 @@ func isPrecondition(err error) bool {
 
 // errNoObjectTier is an operation the object tiers do not offer.
 var errNoObjectTier = errors.New("tiers: not available on an s3 tier")
+
+// IsObjectURL reports whether s names an object (s3://bucket/key).
+func IsObjectURL(s string) bool { return strings.HasPrefix(s, "s3://") }
+
+// ObjectURL resolves s3://bucket/key to the object tier whose bucket and
+// prefix hold the key (the longest prefix, when several do) and the key's
+// path relative to that prefix: the endpoint and credentials are the
+// tier's. A URL no tier holds is a configuration error naming the object
+// tiers there are.
+func (c *Config) ObjectURL(u string) (*Tier, string, error) {
+	rest, ok := strings.CutPrefix(u, "s3://")
+	bucket, key, _ := strings.Cut(rest, "/")
+	key = strings.TrimSuffix(key, "/")
+	if !ok || bucket == "" || key == "" {
+		return nil, "", &ConfigError{File: c.Path, Msg: fmt.Sprintf("%q is not s3://bucket/key", u)}
+	}
+	var best *Tier
+	var where []string
+	for _, t := range c.Tiers {
+		if !t.IsObject() {
+			continue
+		}
+		where = append(where, t.Name+" ("+t.S3.URL()+")")
+		if t.S3.Bucket == bucket && strings.HasPrefix(key, t.S3.Prefix) && len(key) > len(t.S3.Prefix) &&
+			(best == nil || len(t.S3.Prefix) > len(best.S3.Prefix)) {
+			best = t
+		}
+	}
+	if best == nil {
+		if len(where) == 0 {
+			where = []string{"none"}
+		}
+		return nil, "", &ConfigError{File: c.Path, Msg: fmt.Sprintf("no s3 tier holds %s (the s3 tiers: %s)", u, strings.Join(where, ", "))}
+	}
+	rel := strings.TrimPrefix(key, best.S3.Prefix)
+	if err := checkRel(rel); err != nil {
+		return nil, "", &ConfigError{File: c.Path, Msg: fmt.Sprintf("%s: %v", u, err)}
+	}
+	return best, rel, nil
+}

@@ -97,7 +97,7 @@ func noLeftovers(t *testing.T, srv *s3Server, hot string) {
 func TestS3RoundTrip(t *testing.T) {
 	srv := startS3(t)
 	dir := t.TempDir()
-	cfg := s3Config(t, dir, srv.addr)
+	cfg := s3Config(t, dir, srv.Addr)
 	hot, cold := cfg.Tiers[0], cfg.Tiers[1]
 	files := s3Fixture(t, hot.Root, 1)
 	m := s3Manager(t, cfg)
@@ -162,7 +162,7 @@ func TestS3RoundTrip(t *testing.T) {
 // is sent, and stays.
 func TestS3RefusesOverwrite(t *testing.T) {
 	srv := startS3(t)
-	cfg := s3Config(t, t.TempDir(), srv.addr)
+	cfg := s3Config(t, t.TempDir(), srv.Addr)
 	hot, cold := cfg.Tiers[0], cfg.Tiers[1]
 	files := s3Fixture(t, hot.Root, 2)
 	other := []byte("somebody else's object")

@@ -25,9 +25,9 @@ type s3World struct {
 
 func newS3World(t *testing.T, seed uint64, proxy func(target string) string) *s3World {
 	srv := startS3(t)
-	endpoint := srv.addr
+	endpoint := srv.Addr
 	if proxy != nil {
-		endpoint = proxy(srv.addr)
+		endpoint = proxy(srv.Addr)
 	}
 	cfg := s3Config(t, t.TempDir(), endpoint)
 	w := &s3World{srv: srv, cfg: cfg, hot: cfg.Tiers[0], cold: cfg.Tiers[1]}
@@ -53,12 +53,15 @@ func TestS3Faults(t *testing.T) {
 	t.Run("server gone mid-upload, then back: recover finishes", func(t *testing.T) {
 		w := newS3World(t, 11, nil)
 		m := s3Manager(t, w.cfg)
-		m.S3.LeaseTTL = time.Second // the lock object the cut left behind expires
+		const lease = 4 * time.Second
+		m.S3.LeaseTTL = lease // the lock object the cut left behind expires
+		var cut time.Time
 		stopped := false
 		m.Hook = func(point string) {
 			if point == "upload:begun" && !stopped {
 				stopped = true
 				w.srv.stop()
+				cut = time.Now()
 			}
 		}
 		_, err := m.Migrate(ctx, "m.pack", "", w.cold, false)
@@ -68,12 +71,13 @@ func TestS3Faults(t *testing.T) {
 		checkHot(t, w.hot.Root, artifactFiles(w.files, "m.pack"))
 		w.srv.start(t)
 		m2 := s3Manager(t, w.cfg)
-		m2.S3.LeaseTTL = time.Second
-		if recs, _ := m2.Recover(ctx, RecoverFinish); len(recs) != 1 || recs[0].Outcome != "busy" {
+		m2.S3.LeaseTTL = lease
+		recs, _ := m2.Recover(ctx, RecoverFinish)
+		if time.Since(cut) < lease/2 && (len(recs) != 1 || recs[0].Outcome != "busy") {
 			t.Fatalf("recover while the cut-off holder's lease lasts: %+v, want busy", recs)
 		}
-		time.Sleep(1100 * time.Millisecond)
-		recs, err := m2.Recover(ctx, RecoverFinish)
+		time.Sleep(time.Until(cut.Add(lease + 100*time.Millisecond)))
+		recs, err = m2.Recover(ctx, RecoverFinish)
 		if err != nil || len(recs) != 1 || recs[0].Outcome != "completed" {
 			t.Fatalf("recover: %+v, %v", recs, err)
 		}

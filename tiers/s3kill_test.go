@@ -125,7 +125,7 @@ func TestS3SIGKILL(t *testing.T) {
 	}
 	hot, files := world(0)
 	start := time.Now()
-	steps, _ := s3Child(t, hot, srv.addr, 0, 0)
+	steps, _ := s3Child(t, hot, srv.Addr, 0, 0)
 	full := time.Since(start)
 	if len(steps) < 8 {
 		t.Fatalf("the migration passed only %d steps: %v", len(steps), steps)
@@ -140,7 +140,7 @@ func TestS3SIGKILL(t *testing.T) {
 		} else {
 			after = time.Duration(rng.Int64N(int64(full)))
 		}
-		seen, killed := s3Child(t, hot, srv.addr, killAt, after)
+		seen, killed := s3Child(t, hot, srv.Addr, killAt, after)
 		if !killed {
 			continue
 		}
@@ -169,7 +169,7 @@ func TestS3SIGKILL(t *testing.T) {
 // then migrates again and checks that completes.
 func checkAfterKill(t *testing.T, srv *s3Server, hot string, files map[string][]byte, mode RecoverMode, what string) {
 	t.Helper()
-	m, err := s3ChildManager(hot, srv.addr)
+	m, err := s3ChildManager(hot, srv.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}

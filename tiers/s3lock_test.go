@@ -14,9 +14,9 @@ import (
 // share, expire with a crashed holder, and are renewed while held.
 func TestS3Locks(t *testing.T) {
 	srv := startS3(t)
-	cfg := s3Config(t, t.TempDir(), srv.addr)
+	cfg := s3Config(t, t.TempDir(), srv.Addr)
 	cold := cfg.Tiers[1]
-	host := func() *Manager { m := s3Manager(t, cfg); m.S3.LeaseTTL = 600 * time.Millisecond; return m }
+	host := func() *Manager { m := s3Manager(t, cfg); m.S3.LeaseTTL = 1500 * time.Millisecond; return m }
 	a, b := host(), host()
 	busy := func(err error, what string) {
 		t.Helper()
@@ -36,7 +36,7 @@ func TestS3Locks(t *testing.T) {
 	}
 	_, err = b.lock(cold, "m.pack", false)
 	busy(err, "a shared lock under an exclusive one")
-	time.Sleep(1500 * time.Millisecond) // more than two leases: only renewal keeps it
+	time.Sleep(3500 * time.Millisecond) // more than two leases: only renewal keeps it
 	_, err = b.lock(cold, "m.pack", true)
 	busy(err, "an exclusive lock after its holder renewed it")
 	unlock()

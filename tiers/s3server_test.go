@@ -1,17 +1,14 @@
 package tiers
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -19,118 +16,25 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/gguftool/gguftool/internal/s3test"
 )
 
-// The S3 tests run against a real S3 server: Versity's gateway
-// (versitygw), serving a directory with its posix backend, so a test can
-// reach behind the server and flip, truncate or delete an object's
-// bytes. `.ci/run` installs it (scripts/s3/install-versitygw.sh); set
-// GGUFTOOL_VERSITYGW to its path, or have it on PATH.
-// GGUFTOOL_REQUIRE_S3=1 (set by scripts/test.sh) turns a missing server
-// into a failure instead of a skip.
+// The S3 tests run against a real S3 server (package s3test: versitygw
+// serving a directory, so a test can reach behind it to the bytes).
 const (
-	s3AccessKey = "gguftool-test"
-	s3SecretKey = "gguftool-test-secret-key"
-	s3Bucket    = "models"
-	s3Prefix    = "archive/"
+	s3Bucket = s3test.Bucket
+	s3Prefix = "archive/"
 )
 
-// versitygw finds the server binary.
-func versitygw(t testing.TB) string {
-	t.Helper()
-	if p := os.Getenv("GGUFTOOL_VERSITYGW"); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath("versitygw"); err == nil {
-		return p
-	}
-	wd, _ := os.Getwd()
-	if p := filepath.Join(wd, "..", ".cache", "bin", "versitygw"); fileExists(p) {
-		return p
-	}
-	if os.Getenv("GGUFTOOL_REQUIRE_S3") == "1" {
-		t.Fatal("versitygw is required (GGUFTOOL_REQUIRE_S3=1) but not found: run scripts/s3/install-versitygw.sh")
-	}
-	t.Skip("versitygw not found: run scripts/s3/install-versitygw.sh, or set GGUFTOOL_VERSITYGW")
-	return ""
-}
+type s3Server struct{ *s3test.Server }
 
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+func startS3(t testing.TB) *s3Server { return &s3Server{s3test.Start(t)} }
 
-// s3Server is a versitygw process serving dir on addr.
-type s3Server struct {
-	bin, dir, addr string
-	cmd            *exec.Cmd
-}
-
-// startS3 starts a server on a free loopback port with an empty bucket,
-// and points the AWS credential chain at its keys.
-func startS3(t testing.TB) *s3Server {
-	t.Helper()
-	s := &s3Server{bin: versitygw(t), dir: t.TempDir()}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.addr = l.Addr().String()
-	l.Close()
-	t.Setenv("AWS_ACCESS_KEY_ID", s3AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", s3SecretKey)
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(s.dir, "no-credentials-file"))
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	s.start(t)
-	t.Cleanup(s.stop)
-	c := s.client(t)
-	if err := c.MakeBucket(context.Background(), s3Bucket, minio.MakeBucketOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// start runs the server and waits until it answers.
-func (s *s3Server) start(t testing.TB) {
-	t.Helper()
-	s.cmd = exec.Command(s.bin, "--access", s3AccessKey, "--secret", s3SecretKey, "--port", s.addr, "--quiet", "posix", s.dir)
-	s.cmd.Stdout, s.cmd.Stderr = io.Discard, io.Discard
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + s.addr + "/")
-		if err == nil {
-			resp.Body.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("versitygw on %s did not answer in 30 s: %v", s.addr, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// stop kills the server, as a crash or a network cut would end it.
-func (s *s3Server) stop() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		s.cmd.Process.Kill()
-		s.cmd.Wait()
-		s.cmd = nil
-	}
-}
-
-func (s *s3Server) client(t testing.TB) *minio.Client {
-	c, err := minio.New(s.addr, &minio.Options{Creds: credentials.NewStaticV4(s3AccessKey, s3SecretKey, ""), BucketLookup: minio.BucketLookupPath})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// objectPath is where the posix backend keeps an object's bytes.
-func (s *s3Server) objectPath(rel string) string {
-	return filepath.Join(s.dir, s3Bucket, filepath.FromSlash(s3Prefix+rel))
-}
+func (s *s3Server) start(t testing.TB)                { s.Restart(t) }
+func (s *s3Server) stop()                             { s.Stop() }
+func (s *s3Server) client(t testing.TB) *minio.Client { return s.Client(t) }
+func (s *s3Server) objectPath(rel string) string      { return s.ObjectPath(s3Prefix + rel) }
 
 // s3Config is a hot directory tier under dir and a cold tier on the
 // server at endpoint.

@@ -210,11 +210,11 @@ type Found struct {
 // copies); without, the digests recorded for both copies, where every
 // file is unchanged since, stand in for reading (level "cached").
 func Find(ctx context.Context, m *tiers.Manager, name string, from *tiers.Tier, verify bool, progress func(int64)) (*Found, error) {
-	orig, err := tiers.Find(m.FS, from.Root, name)
+	orig, err := m.Find(from, name)
 	if err != nil {
 		return nil, err
 	}
-	out := &Found{Schema: FindSchema, Artifact: name, Tier: from.Name, Path: filepath.Join(from.Root, name), Candidates: []Candidate{}}
+	out := &Found{Schema: FindSchema, Artifact: name, Tier: from.Name, Path: tierPath(from, name), Candidates: []Candidate{}}
 	locs, err := m.Locate(name)
 	if err != nil {
 		return nil, err
@@ -223,8 +223,8 @@ func Find(ctx context.Context, m *tiers.Manager, name string, from *tiers.Tier, 
 		if l.Tier == from {
 			continue
 		}
-		c := Candidate{Tier: l.Tier.Name, Path: filepath.Join(l.Tier.Root, name), Level: tiers.LevelNone}
-		if err := tiers.CheckStructure(m.FS, from.Root, orig, l.Tier.Root, l.Artifact); err != nil {
+		c := Candidate{Tier: l.Tier.Name, Path: tierPath(l.Tier, name), Level: tiers.LevelNone}
+		if err := m.CheckStructure(from, orig, l.Tier, l.Artifact); err != nil {
 			c.Reason = err.Error()
 			out.Candidates = append(out.Candidates, c)
 			continue
@@ -236,13 +236,13 @@ func Find(ctx context.Context, m *tiers.Manager, name string, from *tiers.Tier, 
 			if err != nil {
 				return nil, err
 			}
-			v, err := tiers.VerifyContent(ctx, m.FS, m.Hasher, from.Root, orig, l.Tier.Root, l.Artifact, progress)
+			v, err := m.VerifyPair(ctx, from, orig, l.Tier, l.Artifact, progress)
 			if err == nil {
 				c.Level = v.Level
-				err = CheckContainer(l.Tier.Root, l.Artifact, v.Digests)
+				err = containerOfPair(from, orig, l.Tier, l.Artifact, v.Digests)
 				if err == nil {
 					c.Level = LevelContainer
-					err = m.RecordVerified(from, l.Tier, v.Digests)
+					err = m.RecordVerifiedOn(from, l.Tier, v)
 				} else {
 					err = &ContainerError{Path: c.Path, Err: err}
 				}
@@ -261,6 +261,72 @@ func Find(ctx context.Context, m *tiers.Manager, name string, from *tiers.Tier, 
 		out.Candidates = append(out.Candidates, c)
 	}
 	return out, nil
+}
+
+// tierPath is where an artifact lies on a tier: a path, or an s3:// URL.
+func tierPath(t *tiers.Tier, name string) string {
+	if t.IsObject() {
+		return t.S3.URL() + name
+	}
+	return filepath.Join(t.Root, name)
+}
+
+// containerOfPair checks the container level of a pair whose content
+// matched: on the copy when it is on a disk, else on the original (the
+// bytes are the same; an object cannot be opened as a file).
+func containerOfPair(from *tiers.Tier, orig *tiers.Artifact, to *tiers.Tier, copy *tiers.Artifact, digests map[string]tiers.Digest) error {
+	if !to.IsObject() {
+		return CheckContainer(to.Root, copy, digests)
+	}
+	if !from.IsObject() {
+		return CheckContainer(from.Root, orig, digests)
+	}
+	return nil
+}
+
+// VerifyObject compares the artifact at hotPath with the copy called name
+// on the object tier cold: structure, then content (the objects read back
+// by ranged GETs and hashed, the original read from the disk), then the
+// container level, checked on the original (the bytes are the same).
+func VerifyObject(ctx context.Context, m *tiers.Manager, hotPath string, cold *tiers.Tier, name string, progress func(int64)) (*Report, error) {
+	start := time.Now()
+	r := &Report{Schema: ReportSchema, Hot: hotPath, Cold: cold.S3.URL() + name, Level: tiers.LevelNone}
+	fail := func(err error) (*Report, error) {
+		r.Seconds = time.Since(start).Seconds()
+		r.Error = err.Error()
+		return r, err
+	}
+	hotRoot, hot, err := artifactAt(m.FS, hotPath, "original")
+	if err != nil {
+		return fail(err)
+	}
+	copy, err := m.Find(cold, name)
+	if err != nil {
+		return fail(fmt.Errorf("twins: %s (the copy): %w", r.Cold, err))
+	}
+	r.Kind = hot.Kind
+	for _, f := range hot.Files {
+		r.Files = append(r.Files, File{Rel: f.Rel, Size: f.Size})
+	}
+	disk := &tiers.Tier{Name: "(path)", Root: hotRoot, Role: tiers.Hot}
+	if err := m.CheckStructure(disk, hot, cold, copy); err != nil {
+		return fail(err)
+	}
+	r.Level = tiers.LevelStructure
+	v, err := m.VerifyPair(ctx, disk, hot, cold, copy, progress)
+	if err != nil {
+		return fail(err)
+	}
+	r.Level, r.Bytes = v.Level, v.Bytes
+	for i := range r.Files {
+		r.Files[i].XXH3 = v.Digests[r.Files[i].Rel]
+	}
+	if err := CheckContainer(hotRoot, hot, v.Digests); err != nil {
+		return fail(&ContainerError{Path: hotPath, Err: err})
+	}
+	r.Level = LevelContainer
+	r.Seconds = time.Since(start).Seconds()
+	return r, nil
 }
 
 // lockPair takes shared locks on the artifact in both tiers, so neither

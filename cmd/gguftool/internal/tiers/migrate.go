@@ -66,6 +66,18 @@ gguftool tiers recover finishes or rolls back. A lock on the artifact in
 both tiers keeps two migrations, or a migration and a running serve, apart.
 --bwlimit paces the copy so a running serve keeps its disk.
 
+TIER may be an s3 tier (a bucket prefix on an S3-compatible server; see
+docs/format/storage-tiers.md). Each file's XXH3-128 is taken from the source
+first and stored in its object's metadata; the file goes up in one PUT, or
+as a multipart upload of parallel parts whose ID the journal (kept on the
+source's disk) records before the first part is sent, so a resumed migrate
+sends only the parts the server lacks. Every object is then read back by
+ranged GETs and hashed (never trusted by its ETag) before the source is
+dropped. A lock object with a lease keeps two hosts from migrating the same
+artifact at once. Credentials come from the AWS chain
+(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared files,
+the instance role), never from the configuration.
+
 ` + artifactHelp + `
 
 Refusals, with their exit codes:
@@ -82,6 +94,7 @@ Refusals, with their exit codes:
      recover; re-running the same migrate resumes it)
 
 Examples:
+  gguftool migrate models/qwen3.pack --to s3 --bwlimit 200MB
   gguftool migrate /nvme/models/qwen3-00001-of-00004.gguf --to archive
   gguftool migrate models/qwen3.pack --to archive --dry-run
   gguftool migrate models/qwen3.pack --to archive --bwlimit 400MB --json

@@ -59,7 +59,7 @@ func (c *baseOptions) completeTiers(cmd *cobra.Command, roles []tiers.Role, flag
 		var names []cobra.Completion
 		for _, t := range cfg.Tiers {
 			if len(roles) == 0 || slices.Contains(roles, t.Role) {
-				names = append(names, cobra.CompletionWithDesc(t.Name, string(t.Role)+" "+t.Root))
+				names = append(names, cobra.CompletionWithDesc(t.Name, string(t.Role)+" "+t.Where()))
 			}
 		}
 		return names, cobra.ShellCompDirectiveNoFileComp
@@ -304,16 +304,24 @@ func tiersStatusRun(ctx context.Context, o *TiersStatusOptions) error {
 func printStatus(io *iostreams.IOStreams, s *tiers.Status, now time.Time) {
 	w := io.Out
 	for _, t := range s.Tiers {
+		where := t.Root
+		if t.URL != "" {
+			where = t.URL + " at " + t.Endpoint
+		}
 		if !t.Online {
-			fmt.Fprintf(w, "tier %s (%s) %s: offline\n\n", t.Name, t.Role, t.Root)
+			fmt.Fprintf(w, "tier %s (%s) %s: offline\n\n", t.Name, t.Role, where)
 			continue
 		}
 		budget := "no budget"
 		if t.Room.Budget > 0 {
 			budget = "budget " + iostreams.HumanBytes(t.Room.Budget)
 		}
-		fmt.Fprintf(w, "tier %s (%s) %s: %s used, %s, %s available (disk %s free)\n", t.Name, t.Role, t.Root,
-			iostreams.HumanBytes(t.Room.Used), budget, iostreams.HumanBytes(t.Room.Available), iostreams.HumanBytes(t.Room.DiskFree))
+		if t.URL != "" {
+			fmt.Fprintf(w, "tier %s (%s) %s: %s used, %s\n", t.Name, t.Role, where, iostreams.HumanBytes(t.Room.Used), budget)
+		} else {
+			fmt.Fprintf(w, "tier %s (%s) %s: %s used, %s, %s available (disk %s free)\n", t.Name, t.Role, where,
+				iostreams.HumanBytes(t.Room.Used), budget, iostreams.HumanBytes(t.Room.Available), iostreams.HumanBytes(t.Room.DiskFree))
+		}
 		if t.Error != "" {
 			fmt.Fprintf(w, "  error: %s\n", t.Error)
 		}

@@ -117,6 +117,7 @@ func TestNewCmdTwinsVerify(t *testing.T) {
 		{Name: "defaults", Args: "/nvme/m.pack /cold/m.pack", Want: TwinsVerifyOptions{Hot: "/nvme/m.pack", Cold: "/cold/m.pack"}},
 		{Name: "json", Args: "a.gguf b.gguf --json", Want: TwinsVerifyOptions{Hot: "a.gguf", Cold: "b.gguf", JSON: true}},
 		{Name: "one path", Args: "a.gguf", WantErr: "expected HOT and COLD paths, got 1"},
-		{Name: "no configuration flag", Args: "a b --config t.json", WantErr: "unknown flag: --config"},
+		{Name: "an s3 copy, its tier from the configuration", Args: "/nvme/m.pack s3://models/archive/m.pack --config t.json",
+			Want: TwinsVerifyOptions{Hot: "/nvme/m.pack", Cold: "s3://models/archive/m.pack", Config: "t.json"}},
 	}, seeEmbedded)
 }

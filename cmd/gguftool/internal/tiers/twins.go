@@ -105,7 +105,7 @@ func twinsFindRun(ctx context.Context, o *TwinsFindOptions) error {
 		return err
 	}
 	var total int64
-	if a, err := tiers.Find(m.FS, from.Root, name); err == nil {
+	if a, err := m.Find(from, name); err == nil {
 		total = 2 * a.Size
 	}
 	var p iostreams.Progress = nopProgress{}
@@ -183,6 +183,9 @@ type TwinsVerifyOptions struct {
 	IO        *iostreams.IOStreams
 	Hot, Cold string
 	JSON      bool
+	// Config is read only when COLD is an s3:// URL: the tier holding its
+	// bucket gives the endpoint.
+	Config string
 }
 
 // NewCmdTwinsVerify builds `gguftool twins verify`; runF replaces
@@ -198,7 +201,13 @@ of both copies, read at once with the I/O engine, then the container level.
 HOT and COLD are two explicit paths: pack directories, GGUF files, or any
 shard of split sets (the whole sets are compared). The report names the
 first file that differs and why, and the level reached. No configuration
-is needed.
+is needed, except when COLD is an s3:// URL (s3://bucket/prefix/NAME, NAME
+an artifact's name on an s3 tier): the endpoint is that of the tier whose
+bucket and prefix hold it, credentials come from the AWS chain
+(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, the instance role),
+and the objects are read back by ranged GETs and hashed: an ETag is never
+taken for the content. The container level is then checked on HOT, whose
+bytes the objects were just proven to be.
 
 ` + levelsHelp + `
 
@@ -211,6 +220,7 @@ Refusals, with their exit codes:
 Examples:
   gguftool twins verify /nvme/models/qwen3.pack /archive/models/qwen3.pack
   gguftool twins verify /nvme/m-00001-of-00004.gguf /cold/m-00001-of-00004.gguf --json
+  gguftool twins verify /nvme/models/qwen3.pack s3://models/archive/models/qwen3.pack
 ` + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(2, "HOT and COLD paths"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -222,6 +232,7 @@ Examples:
 		},
 	}
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the report as JSON on stdout")
+	cmd.Flags().StringVar(&o.Config, "config", "", "storage-tiers configuration, read when COLD is an s3:// URL (default $GGUFTOOL_CONFIG, else $XDG_CONFIG_HOME/gguftool/storage-tiers.json)")
 	cmdutil.SetJSONSchema(cmd, twins.ReportSchema)
 	return cmd
 }
@@ -237,7 +248,12 @@ func twinsVerifyRun(ctx context.Context, o *TwinsVerifyOptions) error {
 		total = 2 * a.Size
 	}
 	p := o.IO.NewProgress(total, "verify")
-	r, err := twins.Verify(ctx, tiers.OSFS{}, &tiers.EngineHasher{Engine: eng}, o.Hot, o.Cold, p.Add)
+	var r *twins.Report
+	if tiers.IsObjectURL(o.Cold) {
+		r, err = verifyObject(ctx, o, p.Add)
+	} else {
+		r, err = twins.Verify(ctx, tiers.OSFS{}, &tiers.EngineHasher{Engine: eng}, o.Hot, o.Cold, p.Add)
+	}
 	p.Finish()
 	if o.JSON {
 		if jerr := cmdutil.PrintJSON(o.IO.Out, r); jerr != nil {
@@ -254,4 +270,27 @@ func twinsVerifyRun(ctx context.Context, o *TwinsVerifyOptions) error {
 		}
 	}
 	return err // tiers.ErrNotTwin is exit code 3
+}
+
+// verifyObject compares HOT with the copy an s3:// URL names, through
+// the configured tier that holds its bucket.
+func verifyObject(ctx context.Context, o *TwinsVerifyOptions, progress func(int64)) (*twins.Report, error) {
+	path, err := tiers.ConfigPath(o.Config)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := tiers.LoadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	t, name, err := cfg.ObjectURL(o.Cold)
+	if err != nil {
+		return nil, err
+	}
+	m, err := tiers.NewManager(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	return twins.VerifyObject(ctx, m, o.Hot, t, name, progress)
 }
