@@ -1,0 +1,147 @@
+package tiers
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+)
+
+// BenchmarkS3Migrate measures a copy onto an s3 tier (hash the source,
+// multipart upload, read every object back by ranged GETs and hash it,
+// record) against the reference a user would run by hand on the same
+// server in the same run: minio-go's own multipart PutObject of the same
+// file with the same part size and parallelism, then one GET of it read
+// to the end. Both sides move the bytes up once and down once. It also
+// reports the copy's peak Go heap, which the parts in flight bound
+// (Parallel × PartSize each way), whatever the file's size.
+// GGUFTOOL_S3_BENCH_MIB sets the file's size (default 256).
+func BenchmarkS3Migrate(b *testing.B) {
+	srv := startS3(b)
+	size := 256 << 20
+	if s := os.Getenv("GGUFTOOL_S3_BENCH_MIB"); s != "" {
+		var mib int
+		if _, err := fmt.Sscan(s, &mib); err == nil {
+			size = mib << 20
+		}
+	}
+	dir := b.TempDir()
+	cfg := s3Config(b, dir, srv.Addr)
+	hot, cold := cfg.Tiers[0], cfg.Tiers[1]
+	p := filepath.Join(hot.Root, "big.gguf")
+	writeRandom(b, p, size)
+	m, err := NewManager(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	opts := S3Options{}
+	m.S3 = opts
+	part, par := opts.partSize(int64(size)), opts.parallel()
+	c := srv.client(b)
+	ctx := context.Background()
+	clear := func() {
+		for o := range c.ListObjects(ctx, s3Bucket, minio.ListObjectsOptions{Prefix: s3Prefix, Recursive: true}) {
+			c.RemoveObject(ctx, s3Bucket, o.Key, minio.RemoveObjectOptions{})
+		}
+	}
+	var ours, ref time.Duration
+	var peak uint64
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		clear()
+		dropCache(hot.Root)
+		dropCache(srv.Dir)
+		b.StartTimer()
+		start := time.Now()
+		f, err := os.Open(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.PutObject(ctx, s3Bucket, s3Prefix+"ref.gguf", f, int64(size), minio.PutObjectOptions{PartSize: uint64(part), NumThreads: uint(par)}); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+		o, err := c.GetObject(ctx, s3Bucket, s3Prefix+"ref.gguf", minio.GetObjectOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n, err := io.Copy(io.Discard, o); err != nil || n != int64(size) {
+			b.Fatalf("reference read %d bytes: %v", n, err)
+		}
+		o.Close()
+		ref += time.Since(start)
+
+		b.StopTimer()
+		clear()
+		dropCache(hot.Root)
+		dropCache(srv.Dir)
+		runtime.GC()
+		var base runtime.MemStats
+		runtime.ReadMemStats(&base)
+		stop := sampleHeap(&peak, base.HeapInuse)
+		b.StartTimer()
+		start = time.Now()
+		if _, err := m.Copy(ctx, "big.gguf", "nvme", cold, false); err != nil {
+			b.Fatal(err)
+		}
+		ours += time.Since(start)
+		stop()
+	}
+	gb := float64(2*int64(size)*int64(b.N)) / 1e9
+	b.ReportMetric(gb/ref.Seconds(), "raw_put+get_GB/s")
+	b.ReportMetric(gb/ours.Seconds(), "migrate_GB/s")
+	b.ReportMetric(ref.Seconds()/ours.Seconds(), "migrate_vs_raw")
+	b.ReportMetric(float64(peak)/(1<<20), "peak_heap_MiB")
+	b.ReportMetric(float64(2*int64(par)*part)/(1<<20), "parts_in_flight_MiB")
+}
+
+// sampleHeap records, until the returned function is called, the most
+// heap in use above base.
+func sampleHeap(peak *uint64, base uint64) func() {
+	var done atomic.Bool
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		var ms runtime.MemStats
+		for !done.Load() {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > base && ms.HeapInuse-base > *peak {
+				*peak = ms.HeapInuse - base
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	return func() { done.Store(true); <-finished }
+}
+
+// writeRandom writes size pseudo-random bytes to p and fsyncs them.
+func writeRandom(b *testing.B, p string, size int) {
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	f, err := os.Create(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	buf := make([]byte, 4<<20)
+	for n := 0; n < size; n += len(buf) {
+		for j := 0; j < len(buf); j += 8 {
+			v := rng.Uint64()
+			for k := range 8 {
+				buf[j+k] = byte(v >> (8 * k))
+			}
+		}
+		f.Write(buf[:min(len(buf), size-n)])
+	}
+	f.Sync()
+	f.Close()
+}
