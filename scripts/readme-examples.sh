@@ -29,6 +29,7 @@ declare -A skip=(
   ["./gguftool migrate qwen3 "]="needs the mount points /mnt/nvme and /mnt/archive"
   ["./gguftool ensure-hot qwen3 "]="needs the mount points /mnt/nvme and /mnt/archive"
   ["./gguftool twins verify /mnt/"]="needs the mount points /mnt/nvme and /mnt/archive"
+  ["./gguftool migrate qwen3.pack --to s3"]="needs the mount point /mnt/nvme and an S3 server on 127.0.0.1:7070"
   ["scripts/llamacpp/oracle.sh model.gguf "]="needs the llama.cpp oracle, which scripts/llamacpp/install.sh installs, and a model of your own"
 )
 declare -A used=()

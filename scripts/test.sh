@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test: installs the pinned llama.cpp oracle (npm) and builds
-# its drivers, vets, runs all Go tests with the oracle required (so the
-# llama.cpp tests cannot silently skip), runs the README's examples as
-# written, each fuzz target briefly, the golden check, a short load test
-# of the server, the engine and codecs again under GOAMD64=v3 and at every
+# its drivers, builds the pinned S3 server (versitygw) the s3-tier tests
+# start, vets, runs all Go tests with the oracle and the S3 server
+# required (so neither kind of test can silently skip), runs the README's
+# examples as written, each fuzz target briefly, the golden check, a
+# short load test of the server, the engine and codecs again under GOAMD64=v3 and at every
 # kernel level the CPU has, and the builds that must keep working.
 #
 #   ./scripts/test.sh                      # GGUFTOOL_FUZZTIME=15s per target
@@ -11,15 +12,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== llama.cpp oracle, and the OpenAI client library for the serve test"
+echo "== llama.cpp oracle, the OpenAI client library for the serve test, the S3 server for the s3-tier tests"
 scripts/llamacpp/install.sh
 scripts/serve/install-openai.sh
+GGUFTOOL_VERSITYGW=$(scripts/s3/install-versitygw.sh)
+export GGUFTOOL_VERSITYGW
 
 echo "== go vet"
 go vet ./...
 
 echo "== go test"
-GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./...
+GGUFTOOL_REQUIRE_LLAMACPP=1 GGUFTOOL_REQUIRE_S3=1 go test ./...
 
 echo "== README examples, as written, against a fresh build"
 scripts/readme-examples.sh
@@ -27,7 +30,7 @@ scripts/readme-examples.sh
 echo "== fuzz (${GGUFTOOL_FUZZTIME:-15s} per target)"
 for target in ./gguf:FuzzReader ./gguf:FuzzOpenSet ./gguf/quant:FuzzDequantize ./gguf/quant:FuzzQuantize ./gguf/quant:FuzzVecDot ./gguf/quant:FuzzVectorKernels \
               ./quantize:FuzzLoadImatrix ./container:FuzzContainer ./container:FuzzManifest ./resident:FuzzManifest \
-              ./tiers:FuzzConfig ./tiers:FuzzJournal ./trace:FuzzTrace ./trace:FuzzTraceImport ./tokenizer:FuzzTokenizer \
+              ./tiers:FuzzConfig ./tiers:FuzzJournal ./tiers:FuzzObjectURL ./tiers:FuzzListing ./trace:FuzzTrace ./trace:FuzzTraceImport ./tokenizer:FuzzTokenizer \
               ./server:FuzzRequest ./chattmpl:FuzzTemplate ./engine:FuzzHparams ./cachelab:FuzzParse ./planner:FuzzParse; do
   # Go's fuzz engine occasionally ends a run with a bare "context deadline
   # exceeded" when -fuzztime expires while a worker is busy on a loaded

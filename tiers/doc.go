@@ -1,8 +1,10 @@
 // Package tiers moves models between storage tiers without ever losing
 // one.
 //
-// A tier is a named directory (its root) with a role — hot, warm or cold,
-// colder meaning slower and cheaper — and an optional byte budget. What
+// A tier is a named directory (its root), or a prefix of a bucket on an
+// S3-compatible server (an object tier, s3.go), with a role — hot, warm
+// or cold, colder meaning slower and cheaper — and an optional byte
+// budget. What
 // tiers move are artifacts: a pack directory, a GGUF file, or a GGUF split
 // set, named by their path relative to the root. A Manager runs the
 // operations: Migrate (move an artifact to another tier), EnsureHot (copy
@@ -73,9 +75,21 @@
 // ArtifactAt, CheckStructure and VerifyContent over copies that are
 // truncated, truncated then extended, preallocated with other bytes,
 // flipped, symlinked, hard-linked, empty, missing a shard or being
-// written, and accept a sparse copy with identical content. FuzzConfig and
-// FuzzJournal feed arbitrary bytes to the configuration and journal
-// parsers: an input either parses into a record that survives a round trip
+// written, and accept a sparse copy with identical content.
+//
+// The object tiers are tested against a real S3 server (versitygw,
+// started by package s3test): TestS3RoundTrip moves a pack, a GGUF and a
+// split set onto a bucket and back byte for byte; TestS3Faults cuts the
+// server off mid-upload, injects 500s on parts and a server too slow to
+// answer (through a proxy in front of the real one), and flips, truncates
+// and deletes objects behind its back; TestS3Locks races eight hosts for
+// one lock object and lets a crashed holder's lease run out; TestS3SIGKILL
+// kills an upload at every journal step and at random moments, and
+// recovers.
+//
+// FuzzConfig and FuzzJournal feed arbitrary bytes to the configuration
+// and journal parsers: an input either parses into a record that survives a round trip
 // (a journal's paths all inside its tier) or is refused with an error
-// naming the file.
+// naming the file; FuzzObjectURL and FuzzListing do the same for an
+// s3:// URL and for the keys a server lists.
 package tiers

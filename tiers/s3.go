@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
-	"path"
 	"regexp"
 	"strings"
 	"sync"
@@ -194,12 +194,19 @@ func (s *objectStore) list(ctx context.Context, under string) ([]objectInfo, err
 			return nil, fmt.Errorf("tiers: listing %s: %w", s.where(under), o.Err)
 		}
 		rel := strings.TrimPrefix(o.Key, s.loc.Prefix)
-		if path.Clean(rel) != rel || strings.HasPrefix(rel, "/") || rel == "" {
+		if !listableKey(rel) {
 			continue
 		}
 		out = append(out, objectInfo{rel: rel, size: o.Size, etag: strings.Trim(o.ETag, `"`), mod: o.LastModified})
 	}
 	return out, nil
+}
+
+// listableKey reports whether a key, relative to the prefix, can be part
+// of an artifact: a clean relative path with no empty, "." or ".."
+// element, and no NUL or backslash (which no file name of a tier has).
+func listableKey(rel string) bool {
+	return fs.ValidPath(rel) && rel != "." && !strings.ContainsAny(rel, "\x00\\")
 }
 
 // scan lists the tier's artifacts, by the same rules as a directory's.
