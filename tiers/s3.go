@@ -159,7 +159,8 @@ func newObjectStore(t *Tier, opts S3Options) (*objectStore, error) {
 // where names an object as a person reads it.
 func (s *objectStore) where(rel string) string { return s.loc.URL() + rel }
 
-// online reports whether the bucket answers, asking once per manager.
+// online reports whether the bucket answers, asking once per manager;
+// the error is the server's answer (refused, denied, no such bucket).
 func (s *objectStore) online(ctx context.Context) error {
 	s.onlineOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -167,9 +168,9 @@ func (s *objectStore) online(ctx context.Context) error {
 		ok, err := s.core.BucketExists(ctx, s.loc.Bucket)
 		switch {
 		case err != nil:
-			s.onlineErr = fmt.Errorf("tiers: tier %s (%s): %w", s.tier.Name, s.tier.Where(), err)
+			s.onlineErr = err
 		case !ok:
-			s.onlineErr = fmt.Errorf("tiers: tier %s: bucket %s does not exist at %s", s.tier.Name, s.loc.Bucket, s.loc.Endpoint)
+			s.onlineErr = fmt.Errorf("bucket %s does not exist at %s", s.loc.Bucket, s.loc.Endpoint)
 		}
 	})
 	return s.onlineErr

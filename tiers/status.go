@@ -77,6 +77,9 @@ func (m *Manager) Status() (*Status, error) {
 		}
 		s.Tiers = append(s.Tiers, ts)
 		if !ts.Online {
+			if t.IsObject() {
+				ts.Error = m.offline(t).Error() // the server's answer: refused, denied, no such bucket
+			}
 			continue
 		}
 		all, err := m.scan(t)

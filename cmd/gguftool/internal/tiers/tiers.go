@@ -309,7 +309,11 @@ func printStatus(io *iostreams.IOStreams, s *tiers.Status, now time.Time) {
 			where = t.URL + " at " + t.Endpoint
 		}
 		if !t.Online {
-			fmt.Fprintf(w, "tier %s (%s) %s: offline\n\n", t.Name, t.Role, where)
+			fmt.Fprintf(w, "tier %s (%s) %s: offline\n", t.Name, t.Role, where)
+			if t.Error != "" {
+				fmt.Fprintf(w, "  %s\n", t.Error)
+			}
+			fmt.Fprintln(w)
 			continue
 		}
 		budget := "no budget"
@@ -375,7 +379,14 @@ from their last checkpoint and finished, or with --rollback their temporary
 files are deleted and the source stays as it was. Temporary files no
 journal owns are removed. An operation another process is running is left
 alone and reported busy (exit code 4); one whose other tier is offline (an
-unplugged disk) waits for it, untouched (exit code 1).
+unplugged disk, an unreachable server) waits for it, untouched (exit code 1).
+
+An upload onto an s3 tier, whose journal is kept on the source's disk, is
+resumed by asking the server which parts of each multipart upload it holds
+and sending only the rest; rolled back, its uploads are aborted and the
+objects it completed (those carrying its journal's ID) removed. Its lock
+object, left by a crashed process or one cut off from the server, holds
+until its lease runs out (two minutes): until then the operation is busy.
 
 Examples:
   gguftool tiers recover
