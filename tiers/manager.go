@@ -206,7 +206,7 @@ func (m *Manager) Resolve(ref string) (string, *Tier, error) {
 				where = t.S3.URL() + name
 			}
 			if !m.online(t) {
-				looked = append(looked, fmt.Sprintf("tier %s (%s, offline)", t.Name, where))
+				looked = append(looked, fmt.Sprintf("tier %s (%s, which %s)", t.Name, where, m.unreachable(t)))
 				continue
 			}
 			looked = append(looked, fmt.Sprintf("tier %s (%s)", t.Name, where))

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
 // S3Location is a tier that is a prefix of a bucket on an S3-compatible
@@ -140,11 +139,7 @@ func newObjectStore(t *Tier, opts S3Options) (*objectStore, error) {
 	if retries <= 0 {
 		retries = 3
 	}
-	creds := credentials.NewChainCredentials([]credentials.Provider{
-		&credentials.EnvAWS{},
-		&credentials.FileAWSCredentials{}, // AWS_SHARED_CREDENTIALS_FILE, AWS_PROFILE
-		&credentials.IAM{Client: &http.Client{Transport: transport, Timeout: 5 * time.Second}},
-	})
+	creds := awsChain(&http.Client{Transport: transport, Timeout: 5 * time.Second})
 	c, err := minio.NewCore(u.Host, &minio.Options{
 		Creds: creds, Secure: u.Scheme == "https", Transport: transport,
 		Region: t.S3.Region, BucketLookup: minio.BucketLookupPath, MaxRetries: retries,
@@ -168,7 +163,7 @@ func (s *objectStore) online(ctx context.Context) error {
 		ok, err := s.core.BucketExists(ctx, s.loc.Bucket)
 		switch {
 		case err != nil:
-			s.onlineErr = err
+			s.onlineErr = refusedCredentials(err)
 		case !ok:
 			s.onlineErr = fmt.Errorf("bucket %s does not exist at %s", s.loc.Bucket, s.loc.Endpoint)
 		}

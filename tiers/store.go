@@ -34,14 +34,23 @@ func placeOf(t *Tier) Place {
 
 // offline says that t cannot be reached, and why when the server said.
 func (m *Manager) offline(t *Tier) error {
-	if t.IsObject() {
-		s, err := m.objectsFor(t)
-		if err == nil {
-			err = s.online(context.Background())
-		}
-		return fmt.Errorf("tiers: tier %s (%s) is offline: %v", t.Name, t.Where(), err)
+	return fmt.Errorf("tiers: tier %s (%s) %s", t.Name, t.Where(), m.unreachable(t))
+}
+
+// unreachable says why t cannot be read: "is offline", with the server's
+// answer for an object tier, or its refusal of the credentials.
+func (m *Manager) unreachable(t *Tier) string {
+	if !t.IsObject() {
+		return "is offline"
 	}
-	return fmt.Errorf("tiers: tier %s (%s) is offline", t.Name, t.Root)
+	s, err := m.objectsFor(t)
+	if err == nil {
+		err = s.online(context.Background())
+	}
+	if isCredentialsError(err) {
+		return err.Error()
+	}
+	return fmt.Sprintf("is offline: %v", err)
 }
 
 // objectsFor returns the client of an object tier, made once.
