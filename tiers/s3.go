@@ -314,3 +314,27 @@ func (c *Config) ObjectURL(u string) (*Tier, string, error) {
 	}
 	return best, rel, nil
 }
+
+// OpenObjectURL loads the storage-tiers configuration (flag as for
+// ConfigPath) and returns a manager over it, the object tier whose bucket
+// and prefix hold the s3:// URL u, and the artifact's name in that tier.
+// The caller closes the manager.
+func OpenObjectURL(flag, u string) (*Manager, *Tier, string, error) {
+	path, err := ConfigPath(flag)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	t, name, err := cfg.ObjectURL(u)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	m, err := NewManager(cfg)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return m, t, name, nil
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,15 +25,11 @@ import (
 // reports the copy's peak Go heap, which the parts in flight bound
 // (Parallel × PartSize each way), whatever the file's size.
 // GGUFTOOL_S3_BENCH_MIB sets the file's size (default 256).
+//
+//	go test ./tiers -run NONE -bench S3Migrate -benchtime 2x -count 3
 func BenchmarkS3Migrate(b *testing.B) {
 	srv := startS3(b)
-	size := 256 << 20
-	if s := os.Getenv("GGUFTOOL_S3_BENCH_MIB"); s != "" {
-		var mib int
-		if _, err := fmt.Sscan(s, &mib); err == nil {
-			size = mib << 20
-		}
-	}
+	size := s3BenchSize()
 	dir := b.TempDir()
 	cfg := s3Config(b, dir, srv.Addr)
 	hot, cold := cfg.Tiers[0], cfg.Tiers[1]
@@ -103,6 +100,109 @@ func BenchmarkS3Migrate(b *testing.B) {
 	b.ReportMetric(ref.Seconds()/ours.Seconds(), "migrate_vs_raw")
 	b.ReportMetric(float64(peak)/(1<<20), "peak_heap_MiB")
 	b.ReportMetric(float64(2*int64(par)*part)/(1<<20), "parts_in_flight_MiB")
+}
+
+// BenchmarkS3Verify measures a content verification of a copy on an s3
+// tier against the copy on disk (VerifyPair, what `twins verify` and
+// every move's final check run: both copies read and hashed at once, the
+// object by parallel ranged GETs) against the raw read of both copies in
+// the same run: one GET of the object read to the end while the disk's
+// file is read to the end beside it. GGUFTOOL_S3_BENCH_MIB sets the
+// file's size (default 256).
+//
+//	go test ./tiers -run NONE -bench S3Verify -benchtime 3x -count 5
+func BenchmarkS3Verify(b *testing.B) {
+	srv := startS3(b)
+	size := s3BenchSize()
+	dir := b.TempDir()
+	cfg := s3Config(b, dir, srv.Addr)
+	hot, cold := cfg.Tiers[0], cfg.Tiers[1]
+	p := filepath.Join(hot.Root, "big.gguf")
+	writeRandom(b, p, size)
+	m, err := NewManager(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	if _, err := m.Copy(ctx, "big.gguf", "nvme", cold, false); err != nil {
+		b.Fatal(err)
+	}
+	onDisk, err := m.Find(hot, "big.gguf")
+	if err != nil {
+		b.Fatal(err)
+	}
+	inBucket, err := m.Find(cold, "big.gguf")
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := srv.client(b)
+	var ours, ref time.Duration
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		dropCache(hot.Root)
+		dropCache(srv.Dir)
+		b.StartTimer()
+		start := time.Now()
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); readToEnd(b, p, size) }()
+		o, err := c.GetObject(ctx, s3Bucket, s3Prefix+"big.gguf", minio.GetObjectOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n, err := io.Copy(io.Discard, o); err != nil || n != int64(size) {
+			b.Fatalf("reference GET read %d bytes: %v", n, err)
+		}
+		o.Close()
+		wg.Wait()
+		ref += time.Since(start)
+
+		b.StopTimer()
+		dropCache(hot.Root)
+		dropCache(srv.Dir)
+		b.StartTimer()
+		start = time.Now()
+		v, err := m.VerifyPair(ctx, hot, onDisk, cold, inBucket, func(int64) {})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if v.Level != LevelContent || v.Bytes != int64(size) {
+			b.Fatalf("verified %d bytes at level %v, want %d by content", v.Bytes, v.Level, size)
+		}
+		ours += time.Since(start)
+	}
+	gb := float64(int64(size)*int64(b.N)) / 1e9
+	b.ReportMetric(gb/ref.Seconds(), "raw_get+read_GB/s")
+	b.ReportMetric(gb/ours.Seconds(), "verify_GB/s")
+	b.ReportMetric(ref.Seconds()/ours.Seconds(), "verify_vs_raw")
+}
+
+// s3BenchSize is the benchmarks' file size: GGUFTOOL_S3_BENCH_MIB MiB,
+// else 256 MiB.
+func s3BenchSize() int {
+	if s := os.Getenv("GGUFTOOL_S3_BENCH_MIB"); s != "" {
+		var mib int
+		if _, err := fmt.Sscan(s, &mib); err == nil && mib > 0 {
+			return mib << 20
+		}
+	}
+	return 256 << 20
+}
+
+// readToEnd reads the file at p to the end, and fails unless it holds
+// size bytes.
+func readToEnd(b *testing.B, p string, size int) {
+	f, err := os.Open(p)
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	defer f.Close()
+	if n, err := io.Copy(io.Discard, f); err != nil || n != int64(size) {
+		b.Errorf("reference read of %s: %d bytes: %v", p, n, err)
+	}
 }
 
 // sampleHeap records, until the returned function is called, the most

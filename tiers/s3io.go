@@ -47,6 +47,27 @@ func (s *objectStore) readRange(ctx context.Context, rel, etag string, off int64
 	return nil
 }
 
+// RawRead reads the file rel of the object tier t by one plain GET, to
+// the end, doing nothing with the bytes: the reference `gguftool bench
+// twins` measures a verification against, as EngineHasher.Read is for a
+// disk.
+func (m *Manager) RawRead(ctx context.Context, t *Tier, rel string) (int64, error) {
+	s, err := m.objectsFor(t)
+	if err != nil {
+		return 0, err
+	}
+	body, _, _, err := s.core.GetObject(ctx, s.loc.Bucket, s.loc.key(rel), minio.GetObjectOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("tiers: reading %s: %w", s.where(rel), err)
+	}
+	defer body.Close()
+	n, err := io.Copy(io.Discard, body)
+	if err != nil {
+		return n, fmt.Errorf("tiers: reading %s at offset %d: %w", s.where(rel), n, err)
+	}
+	return n, nil
+}
+
 // chunkedRead reads size bytes of an object in chunks, Parallel ranged
 // GETs in flight, and hands them to consume in order. Memory is
 // Parallel+1 chunks whatever the size.

@@ -41,7 +41,8 @@ func TestNewCmdBenchIO(t *testing.T) {
 func TestNewCmdBenchTwins(t *testing.T) {
 	cmdtest.RunFlagCases(t, NewCmdBenchTwins, func(o *BenchTwinsOptions) **iostreams.IOStreams { return &o.IO }, []cmdtest.FlagCase[BenchTwinsOptions]{
 		{Name: "defaults", Args: "/nvme/m.pack /cold/m.pack", Want: BenchTwinsOptions{Hot: "/nvme/m.pack", Cold: "/cold/m.pack", Runs: 3}},
-		{Name: "every flag", Args: "a b --runs 5 --json", Want: BenchTwinsOptions{Hot: "a", Cold: "b", Runs: 5, JSON: true}},
+		{Name: "every flag", Args: "a b --runs 5 --json --config t.json", Want: BenchTwinsOptions{Hot: "a", Cold: "b", Runs: 5, JSON: true, Config: "t.json"}},
+		{Name: "an s3 copy", Args: "/nvme/m.pack s3://models/archive/m.pack", Want: BenchTwinsOptions{Hot: "/nvme/m.pack", Cold: "s3://models/archive/m.pack", Runs: 3}},
 		{Name: "no runs", Args: "a b --runs 0", WantErr: "--runs must be at least 1"},
 		{Name: "one path", Args: "a", WantErr: "expected HOT and COLD paths, got 1"},
 	})

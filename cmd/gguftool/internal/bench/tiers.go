@@ -24,6 +24,7 @@ type BenchTwinsOptions struct {
 	Hot, Cold string
 	Runs      int
 	JSON      bool
+	Config    string // storage-tiers configuration, read when Cold is an s3:// URL
 }
 
 // NewCmdBenchTwins builds `gguftool bench twins`; runF replaces
@@ -47,9 +48,17 @@ func NewCmdBenchTwins(f *cmdutil.Factory, runF func(context.Context, *BenchTwins
 and print GB/s (bytes of both copies per second) and the ratios verify/raw
 and verify/dd. O_DIRECT keeps the page cache out of every run.
 
+COLD may be an s3:// URL of a copy on an s3 tier (the tier that holds its
+bucket gives the endpoint; credentials come from the AWS chain). Then (a)
+reads HOT's files through the engine while each object is read by one
+plain GET to the end, there is no (b), and (c) reads each object back by
+parallel ranged GETs as twins verify does. The server's own caching is
+not in gguftool's hands: run it against the endpoint you will use.
+
 Examples:
   gguftool bench twins /nvme/model.pack /archive/model.pack
   gguftool bench twins /nvme/m-00001-of-00004.gguf /cold/m-00001-of-00004.gguf --runs 5 --json
+  gguftool bench twins /nvme/model.pack s3://models/archive/model.pack --config tiers.json
 ` + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(2, "HOT and COLD paths"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -65,6 +74,7 @@ Examples:
 	}
 	cmd.Flags().IntVar(&o.Runs, "runs", 3, "runs of each workload")
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the result as JSON")
+	cmd.Flags().StringVar(&o.Config, "config", "", "storage-tiers configuration, read when COLD is an s3:// URL (default $GGUFTOOL_CONFIG, else $XDG_CONFIG_HOME/gguftool/storage-tiers.json)")
 	cmdutil.SetJSONSchema(cmd, TwinsSchema)
 	return cmd
 }
@@ -87,77 +97,37 @@ type TwinsResult struct {
 	VerifyVsRaw float64 `json:"verify_vs_raw"`
 	VerifyVsDD  float64 `json:"verify_vs_dd,omitempty"`
 	Level       string  `json:"level"`
+	Object      bool    `json:"object,omitempty"` // COLD is on an s3 tier: raw is a plain GET of each object
+}
+
+// twinsLoad is one workload of bench twins and the sum of its runs'
+// seconds.
+type twinsLoad struct {
+	run func() error
+	sum *float64
 }
 
 func benchTwinsRun(ctx context.Context, o *BenchTwinsOptions) error {
-	hotRoot, hot, err := tiers.ArtifactAt(tiers.OSFS{}, o.Hot)
-	if err != nil {
-		return err
-	}
-	coldRoot, cold, err := tiers.ArtifactAt(tiers.OSFS{}, o.Cold)
-	if err != nil {
-		return err
-	}
 	eng, err := ioengine.New(ioengine.Options{Backend: ioengine.Auto, QueueDepth: 16, Direct: true})
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
 	h := &tiers.EngineHasher{Engine: eng}
-	res := TwinsResult{Schema: TwinsSchema, Backend: eng.Backend().String(), Bytes: hot.Size + cold.Size, Runs: o.Runs}
-	pairs := func(each func(hotPath, coldPath string) error) error {
-		for i, hf := range hot.Files {
-			if i >= len(cold.Files) {
-				return fmt.Errorf("bench twins: %s has fewer files than %s", o.Cold, o.Hot)
-			}
-			if err := each(filepath.Join(hotRoot, hf.Rel), filepath.Join(coldRoot, cold.Files[i].Rel)); err != nil {
-				return err
-			}
+	res := TwinsResult{Schema: TwinsSchema, Backend: eng.Backend().String(), Runs: o.Runs}
+	var loads []twinsLoad
+	if tiers.IsObjectURL(o.Cold) {
+		m, t, name, err := tiers.OpenObjectURL(o.Config, o.Cold)
+		if err != nil {
+			return err
 		}
-		return nil
-	}
-	both := func(read func(string) error) func(a, b string) error {
-		return func(a, b string) error {
-			var wg sync.WaitGroup
-			errs := make([]error, 2)
-			for k, p := range []string{a, b} {
-				wg.Add(1)
-				go func() { defer wg.Done(); errs[k] = read(p) }()
-			}
-			wg.Wait()
-			if errs[0] != nil {
-				return errs[0]
-			}
-			return errs[1]
+		defer m.Close()
+		loads, err = objectTwinsLoads(ctx, o, h, m, t, name, &res)
+		if err != nil {
+			return err
 		}
-	}
-	raw := func() error {
-		return pairs(both(func(p string) error { _, err := h.Read(ctx, p); return err }))
-	}
-	_, ddErr := exec.LookPath("dd")
-	dd := func() error {
-		return pairs(both(func(p string) error {
-			out, err := exec.CommandContext(ctx, "dd", "if="+p, "of=/dev/null", "bs=8M", "iflag=direct").CombinedOutput()
-			if err != nil {
-				return fmt.Errorf("dd %s: %v: %s", p, err, out)
-			}
-			return nil
-		}))
-	}
-	verify := func() error {
-		r, err := twins.Verify(ctx, tiers.OSFS{}, h, o.Hot, o.Cold, nil)
-		if r != nil {
-			res.Level = string(r.Level)
-		}
+	} else if loads, err = diskTwinsLoads(ctx, o, h, &res); err != nil {
 		return err
-	}
-	type workload struct {
-		run func() error
-		sum *float64
-	}
-	loads := []workload{{raw, &res.RawSeconds}, {verify, &res.VerifySecs}}
-	if ddErr == nil {
-		loads = append(loads, workload{dd, &res.DDSeconds})
 	}
 	p := o.IO.NewProgress(int64(o.Runs*len(loads))*res.Bytes, "bench twins")
 	for run := range o.Runs {
@@ -183,7 +153,11 @@ func benchTwinsRun(ctx context.Context, o *BenchTwinsOptions) error {
 		return cmdutil.PrintJSON(o.IO.Out, res)
 	}
 	fmt.Fprintf(o.IO.Out, "both copies: %s, %d run(s), backend %s\n", iostreams.HumanBytes(res.Bytes), o.Runs, res.Backend)
-	fmt.Fprintf(o.IO.Out, "raw read (engine)  %6.2f GB/s\n", res.RawGBps)
+	if res.Object {
+		fmt.Fprintf(o.IO.Out, "raw read (GET)     %6.2f GB/s\n", res.RawGBps)
+	} else {
+		fmt.Fprintf(o.IO.Out, "raw read (engine)  %6.2f GB/s\n", res.RawGBps)
+	}
 	if res.DDGBps > 0 {
 		fmt.Fprintf(o.IO.Out, "raw read (dd)      %6.2f GB/s\n", res.DDGBps)
 	}
@@ -193,6 +167,108 @@ func benchTwinsRun(ctx context.Context, o *BenchTwinsOptions) error {
 		fmt.Fprintf(o.IO.Out, "verify / dd        %6.3f\n", res.VerifyVsDD)
 	}
 	return nil
+}
+
+// bothAtOnce runs a and b at once and returns the first one's error, else
+// the second's.
+func bothAtOnce(a, b func() error) error {
+	var wg sync.WaitGroup
+	var errB error
+	wg.Add(1)
+	go func() { defer wg.Done(); errB = b() }()
+	errA := a()
+	wg.Wait()
+	if errA != nil {
+		return errA
+	}
+	return errB
+}
+
+// diskTwinsLoads are the workloads for two copies on disks: raw reads
+// through the engine, dd, and twins verify.
+func diskTwinsLoads(ctx context.Context, o *BenchTwinsOptions, h *tiers.EngineHasher, res *TwinsResult) ([]twinsLoad, error) {
+	hotRoot, hot, err := tiers.ArtifactAt(tiers.OSFS{}, o.Hot)
+	if err != nil {
+		return nil, err
+	}
+	coldRoot, cold, err := tiers.ArtifactAt(tiers.OSFS{}, o.Cold)
+	if err != nil {
+		return nil, err
+	}
+	if len(cold.Files) < len(hot.Files) {
+		return nil, fmt.Errorf("bench twins: %s has fewer files than %s", o.Cold, o.Hot)
+	}
+	res.Bytes = hot.Size + cold.Size
+	pairs := func(read func(string) error) error {
+		for i, hf := range hot.Files {
+			a, b := filepath.Join(hotRoot, hf.Rel), filepath.Join(coldRoot, cold.Files[i].Rel)
+			if err := bothAtOnce(func() error { return read(a) }, func() error { return read(b) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	raw := func() error {
+		return pairs(func(p string) error { _, err := h.Read(ctx, p); return err })
+	}
+	dd := func() error {
+		return pairs(func(p string) error {
+			out, err := exec.CommandContext(ctx, "dd", "if="+p, "of=/dev/null", "bs=8M", "iflag=direct").CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("dd %s: %v: %s", p, err, out)
+			}
+			return nil
+		})
+	}
+	verify := func() error {
+		r, err := twins.Verify(ctx, tiers.OSFS{}, h, o.Hot, o.Cold, nil)
+		if r != nil {
+			res.Level = string(r.Level)
+		}
+		return err
+	}
+	loads := []twinsLoad{{raw, &res.RawSeconds}, {verify, &res.VerifySecs}}
+	if _, err := exec.LookPath("dd"); err == nil {
+		loads = append(loads, twinsLoad{dd, &res.DDSeconds})
+	}
+	return loads, nil
+}
+
+// objectTwinsLoads are the workloads for a copy on a disk and one on an
+// s3 tier: the disk's file read through the engine while the object is
+// read by one plain GET, and twins verify (the object by parallel ranged
+// GETs).
+func objectTwinsLoads(ctx context.Context, o *BenchTwinsOptions, h *tiers.EngineHasher, m *tiers.Manager, t *tiers.Tier, name string, res *TwinsResult) ([]twinsLoad, error) {
+	hotRoot, hot, err := tiers.ArtifactAt(tiers.OSFS{}, o.Hot)
+	if err != nil {
+		return nil, err
+	}
+	cold, err := m.Find(t, name)
+	if err != nil {
+		return nil, err
+	}
+	if len(cold.Files) < len(hot.Files) {
+		return nil, fmt.Errorf("bench twins: %s has fewer files than %s", o.Cold, o.Hot)
+	}
+	res.Bytes, res.Object = hot.Size+cold.Size, true
+	raw := func() error {
+		for i, hf := range hot.Files {
+			local := func() error { _, err := h.Read(ctx, filepath.Join(hotRoot, hf.Rel)); return err }
+			remote := func() error { _, err := m.RawRead(ctx, t, cold.Files[i].Rel); return err }
+			if err := bothAtOnce(local, remote); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	verify := func() error {
+		r, err := twins.VerifyObject(ctx, m, o.Hot, t, name, nil)
+		if r != nil {
+			res.Level = string(r.Level)
+		}
+		return err
+	}
+	return []twinsLoad{{raw, &res.RawSeconds}, {verify, &res.VerifySecs}}, nil
 }
 
 // BenchMigrateOptions are the parsed flags of `gguftool bench migrate`.

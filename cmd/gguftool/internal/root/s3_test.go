@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/bench"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/internal/s3test"
 	"github.com/gguftool/gguftool/tiers"
@@ -68,6 +69,12 @@ func TestStorageTierCommandsS3(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Level != twins.LevelContainer {
 		t.Fatalf("twins verify against s3: %d %s %s", code, out, errOut)
 	}
+	code, out, errOut = run(t, "bench", "twins", pack, "s3://models/archive/m.pack", "--runs", "2", "--json")
+	var bt bench.TwinsResult
+	if code != 0 || json.Unmarshal([]byte(out), &bt) != nil || !bt.Object || bt.Level != string(twins.LevelContainer) ||
+		bt.Bytes != 2*rep.Bytes || bt.RawSeconds <= 0 || bt.VerifySecs <= 0 || bt.VerifyVsRaw <= 0 || bt.DDSeconds != 0 {
+		t.Fatalf("bench twins against s3: %d %s %s", code, out, errOut)
+	}
 	code, out, _ = run(t, "tiers", "scrub", "--tier", "s3", "--older-than", "0", "--json")
 	var sc struct{ Checked, Mismatch int }
 	if code != 0 || json.Unmarshal([]byte(out), &sc) != nil || sc.Checked < 2 || sc.Mismatch != 0 {
@@ -86,6 +93,9 @@ func TestStorageTierCommandsS3(t *testing.T) {
 	code, _, errOut = run(t, "twins", "verify", pack, "s3://models/archive/m.pack")
 	if code != cmdutil.ExitCorrupt || !strings.Contains(errOut, "s3://models/archive/m.pack/resident.gguf") {
 		t.Fatalf("twins verify of a flipped object: exit %d, %s", code, errOut)
+	}
+	if code, out, errOut := run(t, "bench", "twins", pack, "s3://models/archive/m.pack", "--runs", "1"); code != cmdutil.ExitCorrupt || strings.Contains(out, "GB/s") {
+		t.Fatalf("bench twins of a flipped object: exit %d, %s %s", code, out, errOut)
 	}
 	if code, _, errOut := run(t, "migrate", "m.pack", "--to", "s3"); code != cmdutil.ExitCorrupt {
 		t.Fatalf("migrate onto a flipped object: exit %d, %s", code, errOut)

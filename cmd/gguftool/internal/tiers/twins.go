@@ -275,19 +275,7 @@ func twinsVerifyRun(ctx context.Context, o *TwinsVerifyOptions) error {
 // verifyObject compares HOT with the copy an s3:// URL names, through
 // the configured tier that holds its bucket.
 func verifyObject(ctx context.Context, o *TwinsVerifyOptions, progress func(int64)) (*twins.Report, error) {
-	path, err := tiers.ConfigPath(o.Config)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := tiers.LoadConfig(path)
-	if err != nil {
-		return nil, err
-	}
-	t, name, err := cfg.ObjectURL(o.Cold)
-	if err != nil {
-		return nil, err
-	}
-	m, err := tiers.NewManager(cfg)
+	m, t, name, err := tiers.OpenObjectURL(o.Config, o.Cold)
 	if err != nil {
 		return nil, err
 	}
