@@ -28,18 +28,8 @@ import (
 //
 //	go test ./tiers -run NONE -bench S3Migrate -benchtime 2x -count 3
 func BenchmarkS3Migrate(b *testing.B) {
-	srv := startS3(b)
-	size := s3BenchSize()
-	dir := b.TempDir()
-	cfg := s3Config(b, dir, srv.Addr)
-	hot, cold := cfg.Tiers[0], cfg.Tiers[1]
-	p := filepath.Join(hot.Root, "big.gguf")
-	writeRandom(b, p, size)
-	m, err := NewManager(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
+	srv, m, p, size := s3Bench(b)
+	hot, cold := m.Config.Tiers[0], m.Config.Tiers[1]
 	opts := S3Options{}
 	m.S3 = opts
 	part, par := opts.partSize(int64(size)), opts.parallel()
@@ -112,18 +102,8 @@ func BenchmarkS3Migrate(b *testing.B) {
 //
 //	go test ./tiers -run NONE -bench S3Verify -benchtime 3x -count 5
 func BenchmarkS3Verify(b *testing.B) {
-	srv := startS3(b)
-	size := s3BenchSize()
-	dir := b.TempDir()
-	cfg := s3Config(b, dir, srv.Addr)
-	hot, cold := cfg.Tiers[0], cfg.Tiers[1]
-	p := filepath.Join(hot.Root, "big.gguf")
-	writeRandom(b, p, size)
-	m, err := NewManager(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
+	srv, m, p, size := s3Bench(b)
+	hot, cold := m.Config.Tiers[0], m.Config.Tiers[1]
 	ctx := context.Background()
 	if _, err := m.Copy(ctx, "big.gguf", "nvme", cold, false); err != nil {
 		b.Fatal(err)
@@ -177,6 +157,23 @@ func BenchmarkS3Verify(b *testing.B) {
 	b.ReportMetric(gb/ref.Seconds(), "raw_get+read_GB/s")
 	b.ReportMetric(gb/ours.Seconds(), "verify_GB/s")
 	b.ReportMetric(ref.Seconds()/ours.Seconds(), "verify_vs_raw")
+}
+
+// s3Bench starts a server, writes the benchmarks' file (big.gguf, of
+// s3BenchSize bytes) on the hot tier and returns a manager of the hot
+// tier and the bucket, the file's path and its size.
+func s3Bench(b *testing.B) (*s3Server, *Manager, string, int) {
+	srv := startS3(b)
+	size := s3BenchSize()
+	cfg := s3Config(b, b.TempDir(), srv.Addr)
+	p := filepath.Join(cfg.Tiers[0].Root, "big.gguf")
+	writeRandom(b, p, size)
+	m, err := NewManager(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	return srv, m, p, size
 }
 
 // s3BenchSize is the benchmarks' file size: GGUFTOOL_S3_BENCH_MIB MiB,
