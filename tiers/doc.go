@@ -85,7 +85,9 @@
 // and deletes objects behind its back; TestS3Locks races eight hosts for
 // one lock object and lets a crashed holder's lease run out; TestS3SIGKILL
 // kills an upload at every journal step and at random moments, and
-// recovers.
+// recovers; TestS3CredentialChain takes the keys from the environment and
+// from a shared file's profile, and refuses wrong or missing keys naming
+// where they came from, never the secret.
 //
 // FuzzConfig and FuzzJournal feed arbitrary bytes to the configuration
 // and journal parsers: an input either parses into a record that survives a round trip
