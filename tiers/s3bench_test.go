@@ -58,14 +58,7 @@ func BenchmarkS3Migrate(b *testing.B) {
 			b.Fatal(err)
 		}
 		f.Close()
-		o, err := c.GetObject(ctx, s3Bucket, s3Prefix+"ref.gguf", minio.GetObjectOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if n, err := io.Copy(io.Discard, o); err != nil || n != int64(size) {
-			b.Fatalf("reference read %d bytes: %v", n, err)
-		}
-		o.Close()
+		getToEnd(b, c, "ref.gguf", size)
 		ref += time.Since(start)
 
 		b.StopTimer()
@@ -128,14 +121,7 @@ func BenchmarkS3Verify(b *testing.B) {
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() { defer wg.Done(); readToEnd(b, p, size) }()
-		o, err := c.GetObject(ctx, s3Bucket, s3Prefix+"big.gguf", minio.GetObjectOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if n, err := io.Copy(io.Discard, o); err != nil || n != int64(size) {
-			b.Fatalf("reference GET read %d bytes: %v", n, err)
-		}
-		o.Close()
+		getToEnd(b, c, "big.gguf", size)
 		wg.Wait()
 		ref += time.Since(start)
 
@@ -186,6 +172,19 @@ func s3BenchSize() int {
 		}
 	}
 	return 256 << 20
+}
+
+// getToEnd reads the object at rel under the prefix by one GET to the
+// end, and fails unless it holds size bytes.
+func getToEnd(b *testing.B, c *minio.Client, rel string, size int) {
+	o, err := c.GetObject(context.Background(), s3Bucket, s3Prefix+rel, minio.GetObjectOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer o.Close()
+	if n, err := io.Copy(io.Discard, o); err != nil || n != int64(size) {
+		b.Fatalf("reference GET of %s: %d bytes: %v", rel, n, err)
+	}
 }
 
 // readToEnd reads the file at p to the end, and fails unless it holds

@@ -22,26 +22,21 @@ import (
 // sends it nothing; a container's or web identity's role still applies.
 func awsChain(client *http.Client) *credentials.Credentials {
 	providers := []credentials.Provider{&credentials.EnvAWS{}, &credentials.FileAWSCredentials{}}
-	if roleConfigured() || !metadataDisabled() {
+	if roleInChain() {
 		providers = append(providers, &credentials.IAM{Client: client})
 	}
 	return credentials.NewChainCredentials(providers)
 }
 
-func metadataDisabled() bool {
-	return strings.EqualFold(os.Getenv("AWS_EC2_METADATA_DISABLED"), "true")
-}
-
-// roleConfigured reports whether the environment names a role that is
-// not the instance's: a container's credentials endpoint or a web
-// identity token.
-func roleConfigured() bool {
-	for _, k := range []string{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_WEB_IDENTITY_TOKEN_FILE"} {
-		if os.Getenv(k) != "" {
-			return true
-		}
+// roleInChain reports whether the chain ends with a role: one the
+// environment names that is not the instance's (a container's
+// credentials endpoint, a web identity token), or the instance's unless
+// AWS_EC2_METADATA_DISABLED=true.
+func roleInChain() bool {
+	if firstEnv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_WEB_IDENTITY_TOKEN_FILE") != "" {
+		return true
 	}
-	return false
+	return !strings.EqualFold(os.Getenv("AWS_EC2_METADATA_DISABLED"), "true")
 }
 
 // credentialSource says where the chain takes its keys from, as a
@@ -64,7 +59,7 @@ func credentialSource() string {
 			return fmt.Sprintf("the shared files (%s, profile %s)", f, profile)
 		}
 	}
-	if roleConfigured() || !metadataDisabled() {
+	if roleInChain() {
 		return "the container's or instance's role"
 	}
 	return ""

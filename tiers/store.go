@@ -53,8 +53,12 @@ func (m *Manager) unreachable(t *Tier) string {
 	return fmt.Sprintf("is offline: %v", err)
 }
 
-// objectsFor returns the client of an object tier, made once.
+// objectsFor returns the client of an object tier, made once; a
+// directory tier has none.
 func (m *Manager) objectsFor(t *Tier) (*objectStore, error) {
+	if !t.IsObject() {
+		return nil, fmt.Errorf("tiers: tier %s (%s) is a directory, not an s3 tier", t.Name, t.Root)
+	}
 	m.objMu.Lock()
 	defer m.objMu.Unlock()
 	if s, ok := m.objects[t.Name]; ok {

@@ -184,6 +184,35 @@ func bothAtOnce(a, b func() error) error {
 	return errB
 }
 
+// twinPairs pairs HOT's files with COLD's in order and sets res.Bytes to
+// both copies' size; COLD with fewer files is refused before any run.
+func twinPairs(o *BenchTwinsOptions, hot, cold *tiers.Artifact, res *TwinsResult) (func(readHot, readCold func(rel string) error) error, error) {
+	if len(cold.Files) < len(hot.Files) {
+		return nil, fmt.Errorf("bench twins: %s has fewer files than %s", o.Cold, o.Hot)
+	}
+	res.Bytes = hot.Size + cold.Size
+	return func(readHot, readCold func(rel string) error) error {
+		for i, hf := range hot.Files {
+			cf := cold.Files[i]
+			if err := bothAtOnce(func() error { return readHot(hf.Rel) }, func() error { return readCold(cf.Rel) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil
+}
+
+// verifyLoad runs a verification and records the level it reached.
+func verifyLoad(res *TwinsResult, verify func() (*twins.Report, error)) func() error {
+	return func() error {
+		r, err := verify()
+		if r != nil {
+			res.Level = string(r.Level)
+		}
+		return err
+	}
+}
+
 // diskTwinsLoads are the workloads for two copies on disks: raw reads
 // through the engine, dd, and twins verify.
 func diskTwinsLoads(ctx context.Context, o *BenchTwinsOptions, h *tiers.EngineHasher, res *TwinsResult) ([]twinsLoad, error) {
@@ -195,38 +224,24 @@ func diskTwinsLoads(ctx context.Context, o *BenchTwinsOptions, h *tiers.EngineHa
 	if err != nil {
 		return nil, err
 	}
-	if len(cold.Files) < len(hot.Files) {
-		return nil, fmt.Errorf("bench twins: %s has fewer files than %s", o.Cold, o.Hot)
+	pairs, err := twinPairs(o, hot, cold, res)
+	if err != nil {
+		return nil, err
 	}
-	res.Bytes = hot.Size + cold.Size
-	pairs := func(read func(string) error) error {
-		for i, hf := range hot.Files {
-			a, b := filepath.Join(hotRoot, hf.Rel), filepath.Join(coldRoot, cold.Files[i].Rel)
-			if err := bothAtOnce(func() error { return read(a) }, func() error { return read(b) }); err != nil {
-				return err
-			}
+	under := func(root string, read func(string) error) func(string) error {
+		return func(rel string) error { return read(filepath.Join(root, rel)) }
+	}
+	engineRead := func(p string) error { _, err := h.Read(ctx, p); return err }
+	ddRead := func(p string) error {
+		out, err := exec.CommandContext(ctx, "dd", "if="+p, "of=/dev/null", "bs=8M", "iflag=direct").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("dd %s: %v: %s", p, err, out)
 		}
 		return nil
 	}
-	raw := func() error {
-		return pairs(func(p string) error { _, err := h.Read(ctx, p); return err })
-	}
-	dd := func() error {
-		return pairs(func(p string) error {
-			out, err := exec.CommandContext(ctx, "dd", "if="+p, "of=/dev/null", "bs=8M", "iflag=direct").CombinedOutput()
-			if err != nil {
-				return fmt.Errorf("dd %s: %v: %s", p, err, out)
-			}
-			return nil
-		})
-	}
-	verify := func() error {
-		r, err := twins.Verify(ctx, tiers.OSFS{}, h, o.Hot, o.Cold, nil)
-		if r != nil {
-			res.Level = string(r.Level)
-		}
-		return err
-	}
+	raw := func() error { return pairs(under(hotRoot, engineRead), under(coldRoot, engineRead)) }
+	dd := func() error { return pairs(under(hotRoot, ddRead), under(coldRoot, ddRead)) }
+	verify := verifyLoad(res, func() (*twins.Report, error) { return twins.Verify(ctx, tiers.OSFS{}, h, o.Hot, o.Cold, nil) })
 	loads := []twinsLoad{{raw, &res.RawSeconds}, {verify, &res.VerifySecs}}
 	if _, err := exec.LookPath("dd"); err == nil {
 		loads = append(loads, twinsLoad{dd, &res.DDSeconds})
@@ -247,27 +262,17 @@ func objectTwinsLoads(ctx context.Context, o *BenchTwinsOptions, h *tiers.Engine
 	if err != nil {
 		return nil, err
 	}
-	if len(cold.Files) < len(hot.Files) {
-		return nil, fmt.Errorf("bench twins: %s has fewer files than %s", o.Cold, o.Hot)
+	pairs, err := twinPairs(o, hot, cold, res)
+	if err != nil {
+		return nil, err
 	}
-	res.Bytes, res.Object = hot.Size+cold.Size, true
+	res.Object = true
 	raw := func() error {
-		for i, hf := range hot.Files {
-			local := func() error { _, err := h.Read(ctx, filepath.Join(hotRoot, hf.Rel)); return err }
-			remote := func() error { _, err := m.RawRead(ctx, t, cold.Files[i].Rel); return err }
-			if err := bothAtOnce(local, remote); err != nil {
-				return err
-			}
-		}
-		return nil
+		return pairs(
+			func(rel string) error { _, err := h.Read(ctx, filepath.Join(hotRoot, rel)); return err },
+			func(rel string) error { _, err := m.RawRead(ctx, t, rel); return err })
 	}
-	verify := func() error {
-		r, err := twins.VerifyObject(ctx, m, o.Hot, t, name, nil)
-		if r != nil {
-			res.Level = string(r.Level)
-		}
-		return err
-	}
+	verify := verifyLoad(res, func() (*twins.Report, error) { return twins.VerifyObject(ctx, m, o.Hot, t, name, nil) })
 	return []twinsLoad{{raw, &res.RawSeconds}, {verify, &res.VerifySecs}}, nil
 }
 
