@@ -103,8 +103,8 @@ func s3Child(t *testing.T, hot, endpoint string, killAt int, after time.Duration
 }
 
 // TestS3SIGKILL kills an S3 migration at every step it records and at
-// random moments of its upload, recovers (alternately finishing and
-// rolling back), and checks that the artifact still has a whole copy
+// random moments of its upload, recovers (finishing and rolling back
+// after each step; alternately after the random kills), and checks that the artifact still has a whole copy
 // whose bytes are the original's, that recovery left no record,
 // temporary file or unfinished upload, and that migrating again
 // completes. GGUFTOOL_S3_KILLS sets the random kills (default 8).
@@ -130,21 +130,37 @@ func TestS3SIGKILL(t *testing.T) {
 	if len(steps) < 8 {
 		t.Fatalf("the migration passed only %d steps: %v", len(steps), steps)
 	}
+	// Every recorded step is killed at twice, recovered once each way:
+	// what finishing must cope with at a step differs from what rolling
+	// back must.
+	type trial struct {
+		killAt int
+		after  time.Duration
+		mode   RecoverMode
+	}
+	var trials []trial
+	for n := 1; n <= len(steps); n++ {
+		trials = append(trials, trial{killAt: n, mode: RecoverFinish}, trial{killAt: n, mode: RecoverRollback})
+	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
-	kills, midUpload := 0, 0
-	for n := 1; n <= len(steps)+want; n++ {
-		hot, files = world(n)
-		killAt, after := 0, time.Duration(0)
-		if n <= len(steps) {
-			killAt = n
-		} else {
-			after = time.Duration(rng.Int64N(int64(full)))
+	for i := range want {
+		mode := RecoverFinish
+		if i%2 == 1 {
+			mode = RecoverRollback
 		}
-		seen, killed := s3Child(t, hot, srv.Addr, killAt, after)
+		trials = append(trials, trial{after: time.Duration(rng.Int64N(int64(full))), mode: mode})
+	}
+	kills, atSteps, midUpload := 0, 0, 0
+	for n, tr := range trials {
+		hot, files = world(n + 1)
+		seen, killed := s3Child(t, hot, srv.Addr, tr.killAt, tr.after)
 		if !killed {
 			continue
 		}
 		kills++
+		if tr.killAt > 0 {
+			atSteps++
+		}
 		last := ""
 		if len(seen) > 0 {
 			last = seen[len(seen)-1]
@@ -152,16 +168,12 @@ func TestS3SIGKILL(t *testing.T) {
 		if strings.HasPrefix(last, "upload:") || last == "journal:begin" {
 			midUpload++
 		}
-		mode := RecoverFinish
-		if n%2 == 0 {
-			mode = RecoverRollback
-		}
 		time.Sleep(s3KillLease + 100*time.Millisecond) // the killed holder's lock object expires
-		checkAfterKill(t, srv, hot, files, mode, fmt.Sprintf("kill %d (at step %d %q, after %v)", n, killAt, last, after))
+		checkAfterKill(t, srv, hot, files, tr.mode, fmt.Sprintf("kill %d (at step %d %q, after %v, then %s)", n+1, tr.killAt, last, tr.after, map[RecoverMode]string{RecoverFinish: "finish", RecoverRollback: "roll back"}[tr.mode]))
 	}
-	t.Logf("%d SIGKILLs of an S3 migrate (%d at recorded steps, %d part way through hashing or uploading)", kills, len(steps), midUpload)
-	if kills < len(steps) {
-		t.Fatalf("only %d kills landed", kills)
+	t.Logf("%d SIGKILLs of an S3 migrate (%d at its %d recorded steps, each recovered both ways; %d part way through hashing or uploading)", kills, atSteps, len(steps), midUpload)
+	if atSteps < 2*len(steps) {
+		t.Fatalf("only %d of the %d kills at recorded steps landed", atSteps, 2*len(steps))
 	}
 }
 

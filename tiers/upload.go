@@ -141,12 +141,27 @@ func manifestLast(j *Journal) []int {
 // uploadFile uploads one file, resuming a recorded upload, and returns
 // the bytes sent.
 func (m *Manager) uploadFile(ctx context.Context, s *objectStore, j *Journal, f *JournalFile, p *pacer) (int64, error) {
-	if f.Copied == f.Size {
-		if st, err := s.stat(ctx, f.Rel); err == nil && st.journal == j.ID && st.size == f.Size {
-			p.add(f.Size)
-			return 0, nil // completed before a crash; verification reads it back
+	// An object at the key that carries this operation's ID and the
+	// file's size is this upload's, completed before a crash; the crash
+	// may have fallen before the journal recorded it (the server no
+	// longer lists the finished upload's parts). Verification reads it
+	// back. Any other object there is never overwritten.
+	st, err := s.stat(ctx, f.Rel)
+	switch {
+	case err == nil && st.journal == j.ID && st.size == f.Size:
+		p.add(f.Size)
+		if f.Copied == f.Size && f.Upload == "" {
+			return 0, nil
 		}
-		f.Copied, f.Upload = 0, ""
+		f.Copied, f.Upload = f.Size, ""
+		return 0, j.write(m.FS, m.now())
+	case err == nil:
+		return 0, fmt.Errorf("tiers: %s appeared on tier %s while %s was being uploaded: not overwriting it", s.where(f.Rel), j.Dest.Tier, j.Artifact)
+	case !errors.Is(err, ErrNoArtifact):
+		return 0, err
+	}
+	if f.Copied == f.Size {
+		f.Copied, f.Upload = 0, "" // recorded whole, but gone from the server
 	}
 	srcTier, _ := m.Config.Tier(j.Source.Tier)
 	in, src, unchanged, _, err := m.openSource(ctx, j, f)
@@ -169,17 +184,7 @@ func (m *Manager) uploadFile(ctx context.Context, s *objectStore, j *Journal, f 
 		m.hook("upload:hashed")
 	}
 	if f.Upload == "" {
-		st, err := s.stat(ctx, f.Rel)
-		switch {
-		case err == nil && st.journal == j.ID && st.size == f.Size:
-			f.Copied = f.Size // completed just before a crash
-			return 0, j.write(m.FS, m.now())
-		case err == nil:
-			return 0, fmt.Errorf("tiers: %s appeared on tier %s while %s was being uploaded: not overwriting it", s.where(f.Rel), j.Dest.Tier, j.Artifact)
-		case !errors.Is(err, ErrNoArtifact):
-			return 0, err
-		}
-		if err := s.abortUploads(ctx, f.Rel); err != nil { // ours, begun just before a crash
+		if err := s.abortUploads(ctx, f.Rel); err != nil { // ours, begun just before its ID was recorded
 			return 0, err
 		}
 	}
@@ -195,6 +200,7 @@ func (m *Manager) uploadFile(ctx context.Context, s *objectStore, j *Journal, f 
 	if err := s.upload(ctx, f.Rel, in, f.Size, uploadMeta(f.XXH3, j.ID), f.Upload, record, p.wait); err != nil {
 		return 0, err
 	}
+	m.hook("upload:completed") // the object is whole on the server; the journal does not say so yet
 	if err := unchanged(); err != nil {
 		return f.Size, fmt.Errorf("%w (%s)", err, src)
 	}
