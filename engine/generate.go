@@ -48,10 +48,27 @@ func NewSampler(o SamplerOptions) *Sampler {
 	return &Sampler{o: o, rng: rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))}
 }
 
-// Sample picks the next token.
+// Sample picks the next token from logits that are all finite, as Eval's
+// and EvalBatch's always are (they refuse a forward pass that produced
+// NaN or an infinity). Given a non-finite logit it panics, since no token
+// can be drawn from it: callers holding logits of their own use Next.
 func (s *Sampler) Sample(logits []float32) int {
+	id, err := s.Next(logits)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
+// Next picks the next token, or refuses logits that are empty or hold NaN
+// or an infinity: a softmax over them is NaN, and drawing from NaN would
+// return whichever candidate came last.
+func (s *Sampler) Next(logits []float32) (int, error) {
+	if err := CheckLogits(logits); err != nil {
+		return 0, err
+	}
 	if s.o.Temperature == 0 {
-		return Argmax(logits)
+		return Argmax(logits), nil
 	}
 	s.idx = s.idx[:0]
 	for i := range logits {
@@ -81,17 +98,36 @@ func (s *Sampler) Sample(logits []float32) int {
 	for i, p := range s.p {
 		r -= p
 		if r < 0 {
-			return s.idx[i]
+			return s.idx[i], nil
 		}
 	}
-	return s.idx[keep-1]
+	return s.idx[keep-1], nil
 }
 
+// CheckLogits refuses logits a token cannot be drawn from: none at all,
+// or one that is NaN or infinite (what a model with out-of-range weights
+// or hyper-parameters computes), naming the first.
+func CheckLogits(logits []float32) error {
+	if len(logits) == 0 {
+		return fmt.Errorf("engine: no logits to sample from")
+	}
+	if i := firstNonFinite(logits); i >= 0 {
+		return &NumericError{Pos: -1, Layer: -1, Index: i, Value: logits[i]}
+	}
+	return nil
+}
+
+// softmax64 is the softmax of logits[idx]/temp; idx[0] is the largest.
+// The largest is subtracted before dividing, so every scaled value is at
+// most 0 and none overflows, whatever the temperature: with a tiny one
+// (1e-308, or subnormal) every logit below the largest scales to −Inf
+// and weighs exactly 0, which is greedy sampling among the tied best.
+// Scaling first and subtracting after would give Inf − Inf = NaN there.
 func softmax64(dst []float64, logits []float32, idx []int, temp float64) []float64 {
-	m := float64(logits[idx[0]]) / temp
+	m := float64(logits[idx[0]])
 	var sum float64
 	for _, i := range idx {
-		e := math.Exp(float64(logits[i])/temp - m)
+		e := math.Exp((float64(logits[i]) - m) / temp)
 		dst = append(dst, e)
 		sum += e
 	}
@@ -191,7 +227,10 @@ func (m *Model) Generate(ctx context.Context, prompt []int, o GenerateOptions) (
 	sampler := NewSampler(o.Sampler)
 	start = time.Now()
 	for len(g.Tokens) < o.MaxTokens {
-		id := sampler.Sample(logits)
+		id, err := sampler.Next(logits)
+		if err != nil {
+			return g, err
+		}
 		g.Tokens = append(g.Tokens, id)
 		if o.OnToken != nil {
 			if err := o.OnToken(id, logits); err != nil {
