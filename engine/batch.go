@@ -129,6 +129,9 @@ func (m *Model) forwardBatch(ctx context.Context, items []BatchItem) ([][]float3
 		if err := lead.ffn(ctx, il, x, buf, R); err != nil {
 			return nil, err
 		}
+		if err := checkBatchLayer(items, off, x, il); err != nil {
+			return nil, err
+		}
 	}
 	last := make([]float32, len(items)*D)
 	for i := range items {
@@ -146,10 +149,25 @@ func (m *Model) forwardBatch(ctx context.Context, items []BatchItem) ([][]float3
 	logits := lead.outputRows(last, len(items))
 	V := m.Hparams.Vocab
 	out := make([][]float32, len(items))
-	for i := range items {
+	for i, it := range items {
 		out[i] = logits[i*V : (i+1)*V : (i+1)*V]
+		if err := it.Session.checkLogits(out[i], it.Session.n-1); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
+}
+
+// checkBatchLayer is checkLayer over the stacked rows of every item,
+// each session's rows at its own positions.
+func checkBatchLayer(items []BatchItem, off []int, x []float32, il int) error {
+	D := items[0].Session.m.Hparams.Embd
+	for i, it := range items {
+		if err := it.Session.checkLayer(x[off[i]*D:off[i+1]*D], off[i+1]-off[i], il, it.Session.n); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // attentionMany adds a layer of attention (grouped-query or latent) to

@@ -206,6 +206,9 @@ func (s *Session) residualLayers(ctx context.Context, x, buf []float32, T int) e
 		for i := range prefix {
 			prefix[i] += f[i]
 		}
+		if err := s.checkLayer(prefix, T, il, s.n); err != nil {
+			return err
+		}
 	}
 	resMix(cur, prefix, stack, m.outRes, T, D, h.RMSEps)
 	copy(x, cur)

@@ -164,6 +164,12 @@ func rmsNorm(out, x, w []float32, eps float32) {
 	}
 	mean := float32(sum / float64(len(x)))
 	scale := float32(1) / float32(math.Sqrt(float64(mean+eps)))
+	if math.IsInf(float64(mean), 1) {
+		// A square overflowed float32 (a value of 2^64 or more): ggml's
+		// scale is then 0 and the row silently becomes zeros. NaN instead
+		// makes the forward pass's checks refuse it (NumericError).
+		scale = float32(math.NaN())
+	}
 	i0 := 0
 	if vecScaleMul != nil {
 		i0 = len(x) &^ 7

@@ -171,9 +171,11 @@ func (s *Session) forward(ctx context.Context, tokens []int, last, all bool) ([]
 		return nil, nil
 	}
 	if all {
-		return s.outputRows(x, T), nil
+		logits := s.outputRows(x, T)
+		return logits, s.checkLogits(logits, s.n-T)
 	}
-	return s.outputRows(x[(T-1)*D:T*D], 1), nil
+	logits := s.outputRows(x[(T-1)*D:T*D], 1)
+	return logits, s.checkLogits(logits, s.n-1)
 }
 
 // outputRows is the output head over n rows of final hidden state: the
@@ -247,6 +249,9 @@ func (s *Session) layers(ctx context.Context, x, buf []float32, T int) error {
 		}
 		s.attention(il, x, buf, T)
 		if err := s.ffn(ctx, il, x, buf, T); err != nil {
+			return err
+		}
+		if err := s.checkLayer(x, T, il, s.n); err != nil {
 			return err
 		}
 	}
