@@ -607,9 +607,19 @@ func (h *Hparams) check(f *gguf.File) error {
 		msg = h.DeltaNet.check()
 	}
 	if msg == "" && h.KDA != nil {
-		if k := h.KDA; k.ConvKernel <= 0 || k.ConvKernel > 64 || k.HeadDim <= 0 || k.HeadDim > 1024 || math.IsNaN(float64(k.GateLowerBound)) {
+		switch k := h.KDA; {
+		case k.ConvKernel <= 0 || k.ConvKernel > 64 || k.HeadDim <= 0 || k.HeadDim > 1024:
 			msg = fmt.Sprintf("KDA conv kernel %d and head dim %d must be positive and small", k.ConvKernel, k.HeadDim)
+		case !(k.GateLowerBound < 0):
+			// The decay is exp(lower_bound·σ(…)): a bound of 0 or above
+			// never forgets or grows the state every token, to infinity.
+			msg = fmt.Sprintf("kda.gate_lower_bound %g must be negative (the log-decay's lower bound; Kimi-K3 has -5)", k.GateLowerBound)
 		}
+	}
+	if msg == "" && h.weightsScale < 0 {
+		// A negative scale turns every routed expert's contribution
+		// around; 0 means none, as llama.cpp reads it.
+		msg = fmt.Sprintf("expert_weights_scale %g must not be negative", h.weightsScale)
 	}
 	if msg == "" && (h.ExpertLatent < 0 || h.ExpertLatent > 1<<20 || h.ResBlockSize < 0) {
 		msg = "expert_latent_length and attn_res.block_size must not be negative"
@@ -622,8 +632,11 @@ func (h *Hparams) check(f *gguf.File) error {
 			}
 			sum += v
 		}
-		if msg == "" && (sum <= 0 || 2*sum > h.HeadDim) {
-			msg = fmt.Sprintf("rope.dimension_sections %v must cover 1..%d rotated pairs", h.RopeSections, h.HeadDim/2)
+		// Each rotated pair takes one section in turn (sectionTurns), so
+		// the sections must share out exactly the rope.dimension_count/2
+		// pairs; any other sum rotates pairs with the wrong position.
+		if msg == "" && (sum <= 0 || 2*sum != h.RopeDims) {
+			msg = fmt.Sprintf("rope.dimension_sections %v sum to %d rotated pairs; rope.dimension_count %d has %d", h.RopeSections, sum, h.RopeDims, h.RopeDims/2)
 		}
 	}
 	if msg != "" {
@@ -771,7 +784,9 @@ func (r *hparamReader) real(key string, def float32, required bool) float32 {
 		return def
 	}
 	x, ok := v.Float()
-	if !ok || math.IsNaN(x) || math.IsInf(x, 0) {
+	// Checked as the float32 the forward pass uses: a float64 of 1e300
+	// is finite but rounds to +Inf.
+	if f := float32(x); !ok || math.IsNaN(x) || math.IsInf(float64(f), 0) {
 		r.fail("%s%s is %s, want a finite real", r.prefix, key, v.Format(4))
 		return def
 	}

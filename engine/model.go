@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/zeebo/xxh3"
@@ -118,6 +120,15 @@ func (m *Model) openPack(dir string, o Options) error {
 		return err
 	}
 	m.digest, m.packDigest = p.Manifest.Sum.Bytes(), container.DigestOf(p.Manifest.Sum)
+	for il, c := range p.Containers {
+		if blocks := m.Hparams.Layers + m.Hparams.NextN; il >= blocks {
+			what := fmt.Sprintf("the expert container of layer %d", il)
+			if len(c.Header.Components) > 0 {
+				what = "tensor " + c.Header.Components[0].Name
+			}
+			return &ModelError{File: c.Name, Msg: fmt.Sprintf("%s is of block %d, but block_count is %d: the pack holds more blocks than its metadata says", what, il, blocks)}
+		}
+	}
 	if o.ResidentExperts {
 		res, err := loadPackResident(p, m.Hparams, &m.mem)
 		if err != nil {
@@ -156,6 +167,9 @@ func (m *Model) loadResident(l *loader, tier string) error {
 		l = &loader{tab: setTable{set}, mem: &m.mem}
 	}
 	h := m.Hparams
+	if err := checkBlocks(h, l.tab.where(), l.tab.names()); err != nil {
+		return err
+	}
 	D, V := h.Embd, h.Vocab
 	before := l.bytes
 	if V <= 0 {
@@ -191,6 +205,25 @@ func (m *Model) loadResident(l *loader, tier string) error {
 		}
 	}
 	m.ResidentBytes = l.bytes - before
+	return nil
+}
+
+// checkBlocks refuses a model whose file holds tensors of a block at or
+// beyond block_count. The forward pass runs only the blocks the metadata
+// counts, so such a file would run as a silently truncated model;
+// llama.cpp refuses it too (its tensor count does not match).
+func checkBlocks(h *Hparams, file string, names iter.Seq[string]) error {
+	blocks := h.Layers + h.NextN
+	for name := range names {
+		rest, ok := strings.CutPrefix(name, "blk.")
+		if !ok {
+			continue
+		}
+		num, _, _ := strings.Cut(rest, ".")
+		if b, err := strconv.Atoi(num); err == nil && b >= blocks {
+			return &ModelError{File: file, Msg: fmt.Sprintf("tensor %s is of block %d, but block_count is %d: the file holds more blocks than its metadata says", name, b, blocks)}
+		}
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"io"
+	"iter"
 
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/gguf/quant"
@@ -15,6 +16,8 @@ type tensorTable interface {
 	find(name string) (*gguf.TensorInfo, *io.SectionReader, bool)
 	// where names the file(s) in errors.
 	where() string
+	// names lists every tensor's name.
+	names() iter.Seq[string]
 }
 
 type setTable struct{ s *gguf.Set }
@@ -29,6 +32,16 @@ func (t setTable) find(name string) (*gguf.TensorInfo, *io.SectionReader, bool) 
 
 func (t setTable) where() string { return t.s.Prefix }
 
+func (t setTable) names() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for i := range t.s.Tensors {
+			if !yield(t.s.Tensors[i].Name) {
+				return
+			}
+		}
+	}
+}
+
 type fileTable struct{ f *gguf.File }
 
 func (t fileTable) find(name string) (*gguf.TensorInfo, *io.SectionReader, bool) {
@@ -40,6 +53,16 @@ func (t fileTable) find(name string) (*gguf.TensorInfo, *io.SectionReader, bool)
 }
 
 func (t fileTable) where() string { return t.f.Name }
+
+func (t fileTable) names() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for i := range t.f.Tensors {
+			if !yield(t.f.Tensors[i].Name) {
+				return
+			}
+		}
+	}
+}
 
 // matrix is a weight matrix in RAM, in its file type: rows of cols values,
 // each row rowBytes long. A [cols, rows, n] tensor of experts is n such
