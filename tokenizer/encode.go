@@ -5,7 +5,6 @@ package tokenizer
 // (llm_tokenizer_spm_session) on each stretch of plain text.
 
 import (
-	"container/heap"
 	"slices"
 	"strings"
 )
@@ -110,9 +109,15 @@ type mergeSymbol struct {
 }
 
 // splitSymbols cuts s into UTF-8 characters by their lead bytes, as
-// llama.cpp does, without checking the continuation bytes.
+// llama.cpp does, without checking the continuation bytes. The symbols
+// are counted first: sized by bytes, the slice of a long word of
+// two-byte characters (spaces, byte-encoded) would be twice too large.
 func splitSymbols(s string) []mergeSymbol {
-	syms := make([]mergeSymbol, 0, len(s))
+	n := 0
+	for off := 0; off < len(s); n++ {
+		off += min(utf8SeqLen(s[off]), len(s)-off)
+	}
+	syms := make([]mergeSymbol, 0, n)
 	for off := 0; off < len(s); {
 		n := min(utf8SeqLen(s[off]), len(s)-off)
 		syms = append(syms, mergeSymbol{start: off, n: n, prev: len(syms) - 1, next: len(syms) + 1})
@@ -124,24 +129,29 @@ func splitSymbols(s string) []mergeSymbol {
 	return syms
 }
 
-// mergeCandidate is a candidate merge of two adjacent symbols.
+// mergeCandidate is a candidate merge of two adjacent symbols. Whether
+// it is still as queued is told by size alone: a symbol only grows, by
+// taking in its right neighbour, so while both sides are whole their
+// combined length is unchanged exactly when neither has merged since
+// (which llama.cpp's BPE checks by comparing the joined text).
 type mergeCandidate struct {
 	left, right int
 	rank        int     // BPE: lower first
 	score       float32 // SentencePiece: higher first
-	size        int     // SentencePiece: the merged length, to spot stale entries
-	text        string  // BPE: the merged text, to spot stale entries
+	size        int     // the merged length, to spot stale entries
 }
 
 // mergeQueue orders candidates as llama.cpp's priority queues do: by
-// rank (BPE) or score (SentencePiece), then leftmost first.
+// rank (BPE) or score (SentencePiece), then leftmost first. It is a
+// binary heap of the candidates themselves rather than container/heap,
+// whose Push and Pop box every candidate: a word of a million spaces
+// queues a million of them.
 type mergeQueue struct {
 	items []mergeCandidate
 	spm   bool
 }
 
-func (q *mergeQueue) Len() int { return len(q.items) }
-func (q *mergeQueue) Less(i, j int) bool {
+func (q *mergeQueue) less(i, j int) bool {
 	a, b := &q.items[i], &q.items[j]
 	if q.spm {
 		if a.score != b.score {
@@ -152,22 +162,49 @@ func (q *mergeQueue) Less(i, j int) bool {
 	}
 	return a.left < b.left
 }
-func (q *mergeQueue) Swap(i, j int) { q.items[i], q.items[j] = q.items[j], q.items[i] }
-func (q *mergeQueue) Push(x any)    { q.items = append(q.items, x.(mergeCandidate)) }
-func (q *mergeQueue) Pop() any {
-	x := q.items[len(q.items)-1]
-	q.items = q.items[:len(q.items)-1]
-	return x
+
+func (q *mergeQueue) push(c mergeCandidate) {
+	q.items = append(q.items, c)
+	for i := len(q.items) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !q.less(i, parent) {
+			break
+		}
+		q.items[i], q.items[parent] = q.items[parent], q.items[i]
+		i = parent
+	}
+}
+
+func (q *mergeQueue) pop() mergeCandidate {
+	top := q.items[0]
+	last := len(q.items) - 1
+	q.items[0] = q.items[last]
+	q.items = q.items[:last]
+	for i := 0; ; {
+		l, best := 2*i+1, i
+		if l < last && q.less(l, best) {
+			best = l
+		}
+		if r := l + 1; r < last && q.less(r, best) {
+			best = r
+		}
+		if best == i {
+			break
+		}
+		q.items[i], q.items[best] = q.items[best], q.items[i]
+		i = best
+	}
+	return top
 }
 
 // mergeSymbols pops candidates best first and joins each pair that is
-// still as it was queued (stale says when a side has changed since), then
+// still as it was queued (neither side merged since), then
 // offers the joined symbol's new neighbour pairs to add.
-func mergeSymbols(syms []mergeSymbol, q *mergeQueue, add func(l, r int), stale func(mergeCandidate) bool) {
-	for q.Len() > 0 {
-		b := heap.Pop(q).(mergeCandidate)
+func mergeSymbols(syms []mergeSymbol, q *mergeQueue, add func(l, r int)) {
+	for len(q.items) > 0 {
+		b := q.pop()
 		l, r := &syms[b.left], &syms[b.right]
-		if l.n == 0 || r.n == 0 || stale(b) {
+		if l.n == 0 || r.n == 0 || l.n+r.n != b.size {
 			continue
 		}
 		l.n += r.n
@@ -190,20 +227,21 @@ func (t *Tokenizer) bpeWord(w string, out []int) []int {
 	}
 	syms := splitSymbols(w)
 	text := func(i int) string { return w[syms[i].start : syms[i].start+syms[i].n] }
-	q := &mergeQueue{}
+	// Sized for the first candidates (one per adjacent pair) so that
+	// queuing them does not copy the slice over and over as it grows.
+	q := &mergeQueue{items: make([]mergeCandidate, 0, len(syms))}
 	add := func(l, r int) {
 		if l < 0 || r < 0 {
 			return
 		}
-		lt, rt := text(l), text(r)
-		if rank, ok := t.ranks[mergePair{lt, rt}]; ok {
-			heap.Push(q, mergeCandidate{left: l, right: r, rank: rank, text: lt + rt})
+		if rank, ok := t.ranks[mergePair{text(l), text(r)}]; ok {
+			q.push(mergeCandidate{left: l, right: r, rank: rank, size: syms[l].n + syms[r].n})
 		}
 	}
 	for i := 1; i < len(syms); i++ {
 		add(i-1, i)
 	}
-	mergeSymbols(syms, q, add, func(b mergeCandidate) bool { return text(b.left)+text(b.right) != b.text })
+	mergeSymbols(syms, q, add)
 	for i := range syms {
 		if syms[i].n == 0 {
 			continue
@@ -227,20 +265,20 @@ func (t *Tokenizer) bpeWord(w string, out []int) []int {
 // is not one is a single character: it is written as byte tokens.
 func (t *Tokenizer) spmText(s string, out []int) []int {
 	syms := splitSymbols(s)
-	q := &mergeQueue{spm: true}
+	q := &mergeQueue{spm: true, items: make([]mergeCandidate, 0, len(syms))}
 	add := func(l, r int) {
 		if l < 0 || r < 0 {
 			return
 		}
 		start, n := syms[l].start, syms[l].n+syms[r].n
 		if id, ok := t.ids[s[start:start+n]]; ok {
-			heap.Push(q, mergeCandidate{left: l, right: r, score: t.scores[id], size: n})
+			q.push(mergeCandidate{left: l, right: r, score: t.scores[id], size: n})
 		}
 	}
 	for i := 1; i < len(syms); i++ {
 		add(i-1, i)
 	}
-	mergeSymbols(syms, q, add, func(b mergeCandidate) bool { return syms[b.left].n+syms[b.right].n != b.size })
+	mergeSymbols(syms, q, add)
 	for i := 0; i >= 0 && i < len(syms); i = syms[i].next {
 		piece := s[syms[i].start : syms[i].start+syms[i].n]
 		if id, ok := t.ids[piece]; ok {
