@@ -75,61 +75,122 @@ func (a *Accesses) RecordedHits() int64 {
 	return n
 }
 
-// Load reads a whole trace and groups it. Errors are the reader's (a
+// Load reads a whole trace and groups it, keeping every group: what a
+// planner that replays the same trace many times wants. ReplayStream
+// replays without keeping the trace. Errors are the reader's (a
 // *trace.FormatError for a malformed trace) or ctx's.
 func Load(ctx context.Context, tr *trace.Reader) (*Accesses, error) {
 	a := &Accesses{Header: tr.Header}
-	var batch [][]trace.Record // the positions of the batch being gathered
-	var batchStep int
-	var batchPrefill bool
-	flush := func() {
-		if len(batch) > 0 {
-			a.addBatch(batchStep, batch)
-		}
-		batch = batch[:0]
-	}
-	var recs []trace.Record
+	gr := NewGrouper(tr)
 	for {
-		if a.Steps%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-		}
-		step, got, err := tr.Next(recs)
+		g, err := gr.Next(ctx)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return nil, err
 		}
-		recs = got
-		a.Steps++
-		a.Records += int64(len(got))
-		prefill := len(got) > 0 && got[0].Prefill
-		// A decode position is a batch of its own; prefill positions join
-		// the batch before them until it holds PrefillBatch.
-		if !prefill || !batchPrefill || len(batch) == PrefillBatch {
-			flush()
-		}
-		if len(batch) == 0 {
-			batchStep, batchPrefill = step, prefill
-		}
-		batch = append(batch, slices.Clone(got))
+		a.Groups = append(a.Groups, Group{Step: g.Step, Layer: g.Layer, Prefill: g.Prefill,
+			Keys: slices.Clone(g.Keys), Recorded: slices.Clone(g.Recorded)})
 	}
-	flush()
+	a.Steps, a.Records = gr.Steps, gr.Records
 	a.linkNext()
 	return a, nil
 }
 
-// addBatch appends one group per layer the batch routed to.
-func (a *Accesses) addBatch(step int, batch [][]trace.Record) {
-	var all []trace.Record
-	for pos, recs := range batch {
-		for _, r := range recs {
-			r.Step = uint32(pos) // position within the batch, for ordering
-			all = append(all, r)
+// Grouper reads a trace and hands out its groups as the engine fetched
+// them (a decode position, or a run of at most PrefillBatch prefill
+// positions, split by layer), one at a time. It holds one batch of
+// records, never the trace, so its memory is bounded by the largest
+// batch the trace holds, whatever its length.
+type Grouper struct {
+	tr *trace.Reader
+	// Steps and Records count what was read so far.
+	Steps, Records int64
+
+	recs         []trace.Record // the step just read (tr.Next's buffer)
+	batch        []trace.Record // the batch being gathered; Step is the position in it
+	positions    int
+	batchStep    int
+	batchPrefill bool
+	done         bool
+
+	ready     []Group // the groups of the last batch, handed out in order
+	at        int
+	keys      []uint64 // their keys and levels, end to end
+	levels    []trace.Level
+	seen      map[uint16]bool
+	bounds    []int // where each ready group's keys start, and the end
+	sortedBuf []trace.Record
+}
+
+// NewGrouper groups tr's steps.
+func NewGrouper(tr *trace.Reader) *Grouper { return &Grouper{tr: tr, seen: map[uint16]bool{}} }
+
+// Next returns the next group, or io.EOF after the last. The group and
+// its slices are valid until the next call; its Next is nil, since the
+// future is not read yet.
+func (gr *Grouper) Next(ctx context.Context) (*Group, error) {
+	for gr.at == len(gr.ready) {
+		if gr.done {
+			return nil, io.EOF
+		}
+		if err := gr.readStep(ctx); err != nil {
+			return nil, err
 		}
 	}
+	g := &gr.ready[gr.at]
+	gr.at++
+	return g, nil
+}
+
+// readStep reads one step into the batch, first handing the batch out
+// when the step does not join it (a decode position is a batch of its
+// own; prefill positions join the batch before them until it holds
+// PrefillBatch), or the last batch at the end of the trace.
+func (gr *Grouper) readStep(ctx context.Context) error {
+	if gr.Steps%4096 == 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	step, got, err := gr.tr.Next(gr.recs)
+	if errors.Is(err, io.EOF) {
+		gr.flush()
+		gr.done = true
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	gr.recs = got
+	gr.Steps++
+	gr.Records += int64(len(got))
+	prefill := len(got) > 0 && got[0].Prefill
+	if !prefill || !gr.batchPrefill || gr.positions == PrefillBatch {
+		gr.flush()
+	}
+	if gr.positions == 0 {
+		gr.batchStep, gr.batchPrefill = step, prefill
+	}
+	for _, r := range got {
+		r.Step = uint32(gr.positions) // position within the batch, for ordering
+		gr.batch = append(gr.batch, r)
+	}
+	gr.positions++
+	return nil
+}
+
+// flush makes the gathered batch's groups ready, one per layer it routed
+// to: the layer's distinct experts in order of first use (position, then
+// rank), each with where the engine served its first use from.
+func (gr *Grouper) flush() {
+	gr.ready, gr.at = gr.ready[:0], 0
+	gr.keys, gr.levels, gr.bounds = gr.keys[:0], gr.levels[:0], gr.bounds[:0]
+	if gr.positions == 0 {
+		return
+	}
+	all := append(gr.sortedBuf[:0], gr.batch...)
 	slices.SortStableFunc(all, func(x, y trace.Record) int {
 		return cmp.Or(cmp.Compare(x.Layer, y.Layer), cmp.Compare(x.Step, y.Step), cmp.Compare(x.Rank, y.Rank))
 	})
@@ -138,18 +199,35 @@ func (a *Accesses) addBatch(step int, batch [][]trace.Record) {
 		for j < len(all) && all[j].Layer == all[i].Layer {
 			j++
 		}
-		g := Group{Step: step, Layer: int(all[i].Layer), Prefill: all[i].Prefill}
-		seen := map[uint16]bool{}
-		for _, r := range all[i:j] {
-			if !seen[r.Expert] {
-				seen[r.Expert] = true
-				g.Keys = append(g.Keys, Key(int(r.Layer), int(r.Expert)))
-				g.Recorded = append(g.Recorded, r.From)
-			}
+		gr.ready = append(gr.ready, Group{Step: gr.batchStep, Layer: int(all[i].Layer), Prefill: all[i].Prefill})
+		gr.bounds = append(gr.bounds, len(gr.keys))
+		lo := len(gr.keys)
+		// A decode group has at most top-k records: a linear search
+		// of its keys beats hashing. A prefill group can have thousands.
+		small := j-i <= 64
+		if !small {
+			clear(gr.seen)
 		}
-		a.Groups = append(a.Groups, g)
+		for _, r := range all[i:j] {
+			k := Key(int(r.Layer), int(r.Expert))
+			if small && slices.Contains(gr.keys[lo:], k) || !small && gr.seen[r.Expert] {
+				continue
+			}
+			if !small {
+				gr.seen[r.Expert] = true
+			}
+			gr.keys = append(gr.keys, k)
+			gr.levels = append(gr.levels, r.From)
+		}
 		i = j
 	}
+	gr.bounds = append(gr.bounds, len(gr.keys))
+	for gi := range gr.ready {
+		lo, hi := gr.bounds[gi], gr.bounds[gi+1]
+		gr.ready[gi].Keys, gr.ready[gi].Recorded = gr.keys[lo:hi:hi], gr.levels[lo:hi:hi]
+	}
+	gr.sortedBuf = all
+	gr.batch, gr.positions = gr.batch[:0], 0
 }
 
 // linkNext fills every group's Next from the end of the trace back.

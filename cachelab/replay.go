@@ -29,95 +29,161 @@ func (r Result) HitRate() float64 {
 // perLayer one per layer, capacity split evenly (the first layers take
 // the remainder).
 func (a *Accesses) Replay(name string, capacity int, perLayer bool, o Options) (Result, error) {
-	if capacity < 0 {
-		return Result{}, fmt.Errorf("cachelab: capacity %d: want at least 0", capacity)
+	r, err := newRunner(Run{Policy: name, Capacity: capacity}, a.Header.Layers, perLayer, o)
+	if err != nil {
+		return Result{}, err
 	}
-	res := Result{Policy: name, Capacity: capacity}
-	if !perLayer {
-		p, err := newPolicy(name, capacity, o)
-		if err != nil {
+	for i := range a.Groups {
+		g := &a.Groups[i]
+		if _, err := r.feed(g.Layer, int64(g.Step), g.Keys, g.Next); err != nil {
 			return Result{}, err
 		}
-		res.Lookups, res.Hits = simulate(a.Groups, capacity, p, nil)
-		return res, nil
 	}
-	layers := a.Header.Layers
-	byLayer := make([][]Group, layers)
-	for _, g := range a.Groups {
-		byLayer[g.Layer] = append(byLayer[g.Layer], g)
-	}
-	for l, groups := range byLayer {
-		c := capacity / layers
-		if l < capacity%layers {
-			c++
-		}
-		p, err := newPolicy(name, c, o)
-		if err != nil {
-			return Result{}, err
-		}
-		n, h := simulate(groups, c, p, nil)
-		res.Lookups += n
-		res.Hits += h
-	}
-	return res, nil
+	return r.result(), nil
 }
 
 // Misses replays the trace through one shared cache of capacity slots,
 // as Replay does, and returns each group's misses: what a planner turns
 // into reads, group by group, since a group's misses are read together.
 func (a *Accesses) Misses(name string, capacity int, o Options) ([]int, error) {
-	if capacity < 0 {
-		return nil, fmt.Errorf("cachelab: capacity %d: want at least 0", capacity)
-	}
-	p, err := newPolicy(name, capacity, o)
+	r, err := newRunner(Run{Policy: name, Capacity: capacity}, a.Header.Layers, false, o)
 	if err != nil {
 		return nil, err
 	}
 	perGroup := make([]int, len(a.Groups))
-	simulate(a.Groups, capacity, p, perGroup)
+	for gi := range a.Groups {
+		g := &a.Groups[gi]
+		if perGroup[gi], err = r.feed(g.Layer, int64(g.Step), g.Keys, g.Next); err != nil {
+			return nil, err
+		}
+	}
 	return perGroup, nil
 }
 
-// simulate replays groups as the engine fetches them: every key looked up
-// first, hits told to the policy in order, then the misses inserted in
-// order, each evicting the policy's victim when the cache is full, unless
-// the policy (Belady) declines to cache it. With perGroup not nil it
-// records each group's misses there.
-func simulate(groups []Group, capacity int, p policy, perGroup []int) (lookups, hits int64) {
-	cached := make(map[uint64]bool, capacity)
-	var misses []int
-	for gi, g := range groups {
-		misses = misses[:0]
-		for i, k := range g.Keys {
-			lookups++
-			if cached[k] {
-				hits++
-				p.hit(k, use{t: int64(g.Step), next: g.Next[i]})
-			} else {
-				misses = append(misses, i)
+// Run is one replay: a policy at a capacity in slots.
+type Run struct {
+	Policy   string
+	Capacity int
+}
+
+// runner replays one Run group by group: one cache, or with perLayer one
+// per layer, made when the layer is first looked up, so a header that
+// declares many layers costs nothing until its records do.
+type runner struct {
+	run      Run
+	layers   int
+	perLayer bool
+	o        Options
+	global   *sim
+	byLayer  map[int]*sim
+}
+
+func newRunner(run Run, layers int, perLayer bool, o Options) (*runner, error) {
+	if run.Capacity < 0 {
+		return nil, fmt.Errorf("cachelab: capacity %d: want at least 0", run.Capacity)
+	}
+	if layers <= 0 {
+		return nil, fmt.Errorf("cachelab: %d layers", layers)
+	}
+	r := &runner{run: run, layers: layers, perLayer: perLayer, o: o, byLayer: map[int]*sim{}}
+	var err error
+	if !perLayer {
+		r.global, err = newSim(run.Policy, run.Capacity, o)
+	} else {
+		_, err = newPolicy(run.Policy, 0, o) // refuse a bad name before any record
+	}
+	return r, err
+}
+
+// feed replays one group of layer and returns its misses.
+func (r *runner) feed(layer int, t int64, keys []uint64, next []int) (int, error) {
+	s := r.global
+	if r.perLayer {
+		if s = r.byLayer[layer]; s == nil {
+			c := r.run.Capacity / r.layers
+			if layer < r.run.Capacity%r.layers {
+				c++
 			}
-		}
-		if perGroup != nil {
-			perGroup[gi] = len(misses)
-		}
-		if capacity == 0 {
-			continue
-		}
-		for _, i := range misses {
-			k := g.Keys[i]
-			if len(cached) >= capacity {
-				if b, ok := p.(bypasser); ok && b.bypass(g.Next[i]) {
-					continue
-				}
-				v := p.victim(int64(g.Step))
-				delete(cached, v)
-				p.removed(v)
+			var err error
+			if s, err = newSim(r.run.Policy, c, r.o); err != nil {
+				return 0, err
 			}
-			cached[k] = true
-			p.inserted(k, use{t: int64(g.Step), next: g.Next[i]})
+			r.byLayer[layer] = s
 		}
 	}
-	return lookups, hits
+	return s.feed(t, keys, next), nil
+}
+
+func (r *runner) result() Result {
+	res := Result{Policy: r.run.Policy, Capacity: r.run.Capacity}
+	if r.global != nil {
+		res.Lookups, res.Hits = r.global.lookups, r.global.hits
+	}
+	for _, s := range r.byLayer {
+		res.Lookups += s.lookups
+		res.Hits += s.hits
+	}
+	return res
+}
+
+// sim is one cache being replayed: what it holds, its policy and its
+// counts. Its memory follows what was cached, never the capacity asked:
+// a capacity of a billion slots over a trace of ten experts holds ten.
+type sim struct {
+	capacity      int
+	p             policy
+	cached        map[uint64]bool
+	misses        []int
+	lookups, hits int64
+}
+
+func newSim(name string, capacity int, o Options) (*sim, error) {
+	p, err := newPolicy(name, capacity, o)
+	if err != nil {
+		return nil, err
+	}
+	return &sim{capacity: capacity, p: p, cached: map[uint64]bool{}}, nil
+}
+
+// feed replays one group as the engine fetches it: every key looked up
+// first, hits told to the policy in order, then the misses inserted in
+// order, each evicting the policy's victim when the cache is full, unless
+// the policy (Belady) declines to cache it. next is each key's next use
+// (only Belady reads it; nil for the others). It returns the misses.
+func (s *sim) feed(t int64, keys []uint64, next []int) int {
+	nextOf := func(i int) int {
+		if next == nil {
+			return never
+		}
+		return next[i]
+	}
+	s.misses = s.misses[:0]
+	for i, k := range keys {
+		s.lookups++
+		if s.cached[k] {
+			s.hits++
+			s.p.hit(k, use{t: t, next: nextOf(i)})
+		} else {
+			s.misses = append(s.misses, i)
+		}
+	}
+	if s.capacity == 0 {
+		return len(s.misses)
+	}
+	for _, i := range s.misses {
+		k := keys[i]
+		if len(s.cached) >= s.capacity {
+			if b, ok := s.p.(bypasser); ok && b.bypass(nextOf(i)) {
+				continue
+			}
+			v := s.p.victim(t)
+			delete(s.cached, v)
+			s.p.removed(v)
+		}
+		s.cached[k] = true
+		s.p.inserted(k, use{t: t, next: nextOf(i)})
+	}
+	return len(s.misses)
 }
 
 // ParsePolicies parses a comma-separated list of policy names; "all" is

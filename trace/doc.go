@@ -19,7 +19,9 @@
 // Reader checks every field against the header's geometry and fails with
 // a *FormatError naming the file, the offset in the uncompressed stream
 // and the problem; it never allocates more than one step of records, and
-// refuses zstd windows over 8 MiB. Files are published by Create only on
+// refuses zstd windows over 8 MiB. Nothing is sized by a header's (or an
+// importer's flags') geometry before records need it: Import gathers a
+// step as its bytes arrive. Files are published by Create only on
 // Close (write, fsync, rename), so an interrupted run leaves no trace that
 // looks complete. FuzzTrace and FuzzTraceImport fuzz both readers.
 package trace

@@ -32,7 +32,9 @@ func importHash12(r *bufio.Reader, name string, w *Writer) error {
 	h := w.h
 	layerOf := map[uint64]int{}
 	var step []Record
-	perLayer := make([]int, h.Layers)
+	// Experts so far in this step per layer, grown as layers appear (not
+	// sized by --layers up front: the input may hold far fewer).
+	var perLayer []int
 	stepNo, prevLayer := 0, -1
 	flush := func() error {
 		err := w.Step(stepNo, step)
@@ -62,6 +64,7 @@ func importHash12(r *bufio.Reader, name string, w *Writer) error {
 			}
 			layer = len(layerOf)
 			layerOf[hash] = layer
+			perLayer = append(perLayer, 0)
 		}
 		if int(expert) >= h.Experts {
 			return &FormatError{File: name, Offset: off + 8, Msg: fmt.Sprintf("expert %d, the model has %d", expert, h.Experts)}
@@ -82,33 +85,36 @@ func importHash12(r *bufio.Reader, name string, w *Writer) error {
 }
 
 // importDenseU16 reads a dense little-endian u16 array [steps, layers, k]:
-// the experts of every layer of every step, in rank order.
+// the experts of every layer of every step, in rank order. A step's
+// records are gathered as its bytes arrive, so a geometry of 65534
+// layers × 255 costs nothing until the input holds such steps.
 func importDenseU16(r *bufio.Reader, name string, w *Writer) error {
 	h := w.h
-	stepBytes := h.Layers * h.TopK * 2
-	buf := make([]byte, stepBytes)
-	recs := make([]Record, h.Layers*h.TopK)
-	for stepNo := 0; ; stepNo++ {
-		n, err := io.ReadFull(r, buf)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		off := int64(stepNo) * int64(stepBytes)
-		if err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				return &FormatError{File: name, Offset: off, Msg: fmt.Sprintf("truncated step (%d of %d bytes = layers %d × top-k %d × 2)", n, stepBytes, h.Layers, h.TopK)}
+	per := h.Layers * h.TopK
+	var recs []Record
+	var b [2]byte
+	for off := int64(0); ; off += 2 {
+		i := len(recs)
+		if n, err := io.ReadFull(r, b[:]); err != nil {
+			switch {
+			case errors.Is(err, io.EOF) && i == 0:
+				return nil
+			case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+				return &FormatError{File: name, Offset: off - int64(2*i), Msg: fmt.Sprintf("truncated step (%d of %d bytes = layers %d × top-k %d × 2)",
+					2*i+n, 2*per, h.Layers, h.TopK)}
 			}
 			return err
 		}
-		for i := range recs {
-			e := binary.LittleEndian.Uint16(buf[2*i:])
-			if int(e) >= h.Experts {
-				return &FormatError{File: name, Offset: off + int64(2*i), Msg: fmt.Sprintf("expert %d, the model has %d", e, h.Experts)}
-			}
-			recs[i] = Record{Layer: uint16(i / h.TopK), Expert: e, Rank: uint8(i % h.TopK)}
+		e := binary.LittleEndian.Uint16(b[:])
+		if int(e) >= h.Experts {
+			return &FormatError{File: name, Offset: off, Msg: fmt.Sprintf("expert %d, the model has %d", e, h.Experts)}
 		}
-		if err := w.Step(stepNo, recs); err != nil {
-			return err
+		recs = append(recs, Record{Layer: uint16(i / h.TopK), Expert: e, Rank: uint8(i % h.TopK)})
+		if len(recs) == per {
+			if err := w.Step(int(off/int64(2*per)), recs); err != nil {
+				return err
+			}
+			recs = recs[:0]
 		}
 	}
 }

@@ -2,7 +2,10 @@ package trace
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"io"
+	"runtime"
 	"testing"
 
 	"github.com/gguftool/gguftool/gguf"
@@ -50,4 +53,35 @@ func patch(b []byte, off int, v byte) []byte {
 	c := bytes.Clone(b)
 	c[off] = v
 	return c
+}
+
+// TestImportAllocatesByInput: the geometry the flags give (here the
+// largest a trace holds, 65534 layers × top-255) sizes nothing before the
+// input holds it: a few bytes of input cost a small bound of memory,
+// whether they convert or are refused as truncated.
+func TestImportAllocatesByInput(t *testing.T) {
+	h := Header{Layers: 0xFFFE, Experts: 0xFFFF, TopK: 255, Imported: true}
+	hash := make([]byte, 12)
+	binary.LittleEndian.PutUint64(hash, 77)
+	for _, c := range []struct {
+		format string
+		data   []byte
+	}{{"dense-u16", []byte{1, 0, 2, 0, 3, 0, 4, 0, 5}}, {"hash12", hash}} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		tw, err := NewWriter(io.Discard, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = Import(c.format, bytes.NewReader(c.data), c.format, tw)
+		runtime.ReadMemStats(&after)
+		n := after.TotalAlloc - before.TotalAlloc
+		t.Logf("%s: %d bytes allocated (%v)", c.format, n, err)
+		if n > 512<<10 {
+			t.Errorf("%s: %d bytes of input allocated %d bytes", c.format, len(c.data), n)
+		}
+		if c.format == "dense-u16" && !errors.Is(err, gguf.ErrFormat) || c.format == "hash12" && err != nil {
+			t.Errorf("%s: %v", c.format, err)
+		}
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -164,35 +166,49 @@ func traceReplayRun(ctx context.Context, opts *TraceReplayOptions) error {
 	return nil
 }
 
-// RunReplay reads the trace and replays every policy at every capacity.
+// RunReplay reads the trace once and replays every policy at every
+// capacity as it streams, so memory does not grow with the trace's
+// length; Belady's next uses go to a temporary file of 12 bytes per
+// lookup, removed from the directory as soon as it is made.
 func RunReplay(ctx context.Context, opts *TraceReplayOptions) (*Replay, error) {
 	tr, c, err := trace.Open(opts.Path)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	a, err := cachelab.Load(ctx, tr)
+	h := tr.Header
+	pairs := h.Layers * h.Experts
+	var runs []cachelab.Run
+	for _, cp := range opts.Capacities {
+		for _, name := range opts.Policies {
+			runs = append(runs, cachelab.Run{Policy: name, Capacity: cp.For(pairs)})
+		}
+	}
+	var scratch cachelab.Scratch
+	if slices.Contains(opts.Policies, "belady") {
+		f, err := os.CreateTemp("", "gguftool-replay-*.next")
+		if err != nil {
+			return nil, fmt.Errorf("trace replay: Belady's scratch file: %w", err)
+		}
+		os.Remove(f.Name()) // the open file is all that is needed; nothing is left behind
+		defer f.Close()
+		scratch = f
+	}
+	results, st, err := cachelab.ReplayStream(ctx, tr, runs, opts.PerLayer, opts.Lab, scratch)
 	if err != nil {
 		return nil, err
 	}
-	h := a.Header
 	r := &Replay{Schema: ReplaySchema, File: opts.Path, Model: h.ModelName, Layers: h.Layers, Experts: h.Experts, TopK: h.TopK,
-		Steps: a.Steps, Lookups: a.Lookups(), Cache: "global", Window: opts.Lab.Window, HalfLife: opts.Lab.HalfLife}
+		Steps: st.Steps, Lookups: st.Lookups, Cache: "global", Window: opts.Lab.Window, HalfLife: opts.Lab.HalfLife}
 	if opts.PerLayer {
 		r.Cache = "per-layer"
 	}
-	for _, cp := range opts.Capacities {
-		slots := cp.For(a.Pairs())
-		pt := ReplayPoint{Asked: cp.String(), Slots: slots, Percent: 100 * float64(slots) / float64(a.Pairs())}
+	for ci, cp := range opts.Capacities {
+		slots := cp.For(pairs)
+		pt := ReplayPoint{Asked: cp.String(), Slots: slots, Percent: 100 * float64(slots) / float64(pairs)}
 		var bestHits int64 = -1
-		for _, name := range opts.Policies {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			res, err := a.Replay(name, slots, opts.PerLayer, opts.Lab)
-			if err != nil {
-				return nil, err
-			}
+		for pi, name := range opts.Policies {
+			res := results[ci*len(opts.Policies)+pi]
 			pt.Policies = append(pt.Policies, PolicyPoint{Policy: name, Hits: res.Hits, HitRate: res.HitRate()})
 			if name == "belady" {
 				rate := res.HitRate()
