@@ -20,12 +20,15 @@ type sequence struct {
 	tokens  []int // generated
 	start   time.Time
 	first   time.Time // when the prompt's last chunk was evaluated
+	paused  bool      // left out of the last step: its client is not reading
 }
 
 // work runs the jobs: up to Parallel sequences decode together, one
 // engine step (EvalBatch) at a time. New jobs join at step boundaries,
 // their prompts fed PrefillChunk tokens per step so a long prompt cannot
 // stall the others' decoding; each sequence leaves as soon as it is done.
+// A sequence whose client is not reading its events is paused (left out
+// of the steps) rather than waited for, so it delays no one else.
 func (s *Server) work() {
 	defer s.worker.Done()
 	var live []*sequence
@@ -35,6 +38,22 @@ func (s *Server) work() {
 			return
 		}
 		items, who := s.step(live)
+		if len(items) == 0 && len(live) > 0 {
+			// Every running sequence is paused: wait for a client to
+			// read, leave or time out, or for a new job.
+			select {
+			case <-s.wake:
+			case <-s.base.Done():
+				for _, q := range live {
+					s.end(q, event{done: true, err: s.base.Err()})
+				}
+				live = live[:0]
+			}
+			continue
+		}
+		if len(items) == 0 {
+			continue // every job admitted ended at once; wait on the queue
+		}
 		before := s.cfg.Model.Experts().Stats().Fetches
 		logits, err := s.cfg.Model.EvalBatch(s.base, items)
 		s.countStep(items, before)
@@ -64,6 +83,15 @@ func (s *Server) work() {
 	}
 }
 
+// nudge wakes the worker if it waits with every sequence paused; it never
+// blocks.
+func (s *Server) nudge() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
 // admit drops the sequences whose clients left, then takes waiting jobs
 // while fewer than Parallel run: blocking for one when none runs. It
 // reports false once the queue is closed and drained and nothing runs.
@@ -76,7 +104,6 @@ func (s *Server) admit(live []*sequence) ([]*sequence, bool) {
 		return false
 	})
 	for len(live) < s.cfg.Parallel {
-		s.queue.setFree(s.cfg.Parallel - len(live))
 		j, ok := s.queue.take(len(live) == 0)
 		if !ok {
 			if len(live) == 0 {
@@ -101,7 +128,6 @@ func (s *Server) admit(live []*sequence) ([]*sequence, bool) {
 			sampler: engine.NewSampler(engine.SamplerOptions{Temperature: p.temperature, TopK: p.topK, TopP: p.topP, Seed: p.seed}),
 			st:      &stopper{tok: s.tok, stops: p.stop, special: p.chat != nil && p.chat.special}})
 	}
-	s.queue.setFree(s.cfg.Parallel - len(live))
 	return live, true
 }
 
@@ -144,17 +170,29 @@ func (s *Server) keepPrefix(q *sequence) {
 
 // step lists each live sequence's rows for the next engine step: its last
 // token, or the next chunk of its prompt, decoding rows first, prompt
-// chunks while the step has room (engine.MaxBatch rows).
+// chunks while the step has room (engine.MaxBatch rows). A decoding
+// sequence whose events fill its buffer but for the room its final event
+// needs is paused: left out until its client reads.
 func (s *Server) step(live []*sequence) ([]engine.BatchItem, []int) {
 	var items []engine.BatchItem
 	var who []int
-	rows := 0
+	rows, paused, pauses := 0, 0, 0
 	for i, q := range live {
-		if q.fed == len(q.j.prompt) {
-			items = append(items, engine.BatchItem{Session: q.sess, Tokens: q.tokens[len(q.tokens)-1:]})
-			who = append(who, i)
-			rows++
+		if q.fed < len(q.j.prompt) {
+			continue
 		}
+		if len(q.j.events) >= cap(q.j.events)-1 {
+			if !q.paused {
+				q.paused = true
+				pauses++
+			}
+			paused++
+			continue
+		}
+		q.paused = false
+		items = append(items, engine.BatchItem{Session: q.sess, Tokens: q.tokens[len(q.tokens)-1:]})
+		who = append(who, i)
+		rows++
 	}
 	for i, q := range live {
 		if n := min(len(q.j.prompt)-q.fed, s.cfg.PrefillChunk, engine.MaxBatch-rows); q.fed < len(q.j.prompt) && n > 0 {
@@ -164,12 +202,13 @@ func (s *Server) step(live []*sequence) ([]engine.BatchItem, []int) {
 			rows += n
 		}
 	}
+	s.metrics.setPaused(paused, pauses)
 	return items, who
 }
 
 // emit samples the sequence's next token from logits and sends its text;
 // it returns the final event when the sequence is done (an end of
-// generation, a stop sequence, max_tokens, or its client gone).
+// generation, a stop sequence, or max_tokens).
 func (s *Server) emit(q *sequence, logits []float32) (event, bool) {
 	p := q.j.p
 	id := q.sampler.Sample(logits)
@@ -184,11 +223,11 @@ func (s *Server) emit(q *sequence, logits []float32) (event, bool) {
 		info.top = topN(lp, p.logprobs)
 	}
 	text, stopped := q.st.push(id)
-	select {
-	case q.j.events <- event{text: text, tokens: []tokenInfo{info}}:
-	case <-q.j.ctx.Done():
-		return event{done: true, err: q.j.ctx.Err()}, true
-	}
+	// There is room: step only runs a sequence with two free places in
+	// its buffer, one for this event and one for its final one, and only
+	// the handler takes events out meanwhile. The worker never waits on a
+	// client.
+	q.j.events <- event{text: text, tokens: []tokenInfo{info}}
 	switch {
 	case stopped:
 		return event{done: true, finish: "stop"}, true
@@ -199,7 +238,8 @@ func (s *Server) emit(q *sequence, logits []float32) (event, bool) {
 }
 
 // end delivers a sequence's final event, with its usage, and records its
-// telemetry. The end is always delivered: the handler waits for it.
+// telemetry. The end is always delivered (its buffer keeps room for it):
+// the handler waits for it.
 func (s *Server) end(q *sequence, ev event) {
 	ev.done = true
 	n := len(q.tokens)

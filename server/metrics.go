@@ -44,6 +44,14 @@ type metrics struct {
 	lastBatch                                int
 	prefixHits, prefixTokens                 uint64
 	queueWait, firstToken                    histogram
+	// Slow clients and connections: streams paused in the last step
+	// (their clients not reading) and pauses so far, responses cut on a
+	// write the client did not take, connections open and refused past
+	// the cap.
+	paused                      int
+	pauses, writeFailures       uint64
+	connsOpen                   int
+	connsAccepted, connsRefused uint64
 }
 
 var latencyBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
@@ -77,6 +85,37 @@ func (m *metrics) step(seqs, rows int, fetches, uses uint64) {
 	m.lastBatch = seqs
 	m.stepFetches += fetches
 	m.expertUses += uses
+}
+
+// setPaused records the streams paused in a step, and how many of them
+// were newly paused.
+func (m *metrics) setPaused(paused, newly int) {
+	m.mu.Lock()
+	m.paused = paused
+	m.pauses += uint64(newly)
+	m.mu.Unlock()
+}
+
+// writeFailed counts a response cut because its client did not take a
+// write.
+func (m *metrics) writeFailed() {
+	m.mu.Lock()
+	m.writeFailures++
+	m.mu.Unlock()
+}
+
+// connection records a connection opened (delta 1), closed (−1) or
+// refused past the cap.
+func (m *metrics) connection(delta int, refused bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.connsOpen += delta
+	switch {
+	case refused:
+		m.connsRefused++
+	case delta > 0:
+		m.connsAccepted++
+	}
 }
 
 // admitted records a request's wait in the queue and its prefix reuse.
@@ -209,7 +248,7 @@ func (m *metrics) write(w io.Writer) {
 	gauge("gguftool_prefill_tokens_per_second", "Prompt tokens per second of the last request.", m.prefillTPS)
 	gauge("gguftool_decode_tokens_per_second", "Generated tokens per second of the last request.", m.decodeTPS)
 	gauge("gguftool_requests_in_flight", "Requests being served (queued or running).", float64(m.inFlight))
-	gauge("gguftool_queue_depth", "Requests waiting for the model.", float64(m.queued))
+	gauge("gguftool_queue_depth", "Requests holding a place and not running: being read, tokenized, or waiting for the model.", float64(m.queued))
 	gauge("gguftool_queue_capacity", "Requests that may wait before new ones get 429.", float64(m.queueCap))
 	e := m.experts
 	counter("gguftool_expert_fetches_total", "Routed experts the model asked for.", float64(e.Fetches))
@@ -231,6 +270,12 @@ func (m *metrics) write(w io.Writer) {
 	counter("gguftool_batch_expert_fetches_total", "Distinct experts the steps fetched: uses − fetches is what batching spared.", float64(m.stepFetches))
 	counter("gguftool_prefix_cache_hits_total", "Requests started from a kept prompt state.", float64(m.prefixHits))
 	counter("gguftool_prefix_cached_tokens_total", "Prompt tokens those requests did not evaluate.", float64(m.prefixTokens))
+	gauge("gguftool_paused_streams", "Streams left out of the last step because their clients were not reading.", float64(m.paused))
+	counter("gguftool_stream_pauses_total", "Times a stream was paused because its client was not reading.", float64(m.pauses))
+	counter("gguftool_write_failures_total", "Responses cut because the client did not take a write within --write-timeout, or was gone.", float64(m.writeFailures))
+	gauge("gguftool_connections_open", "Open client connections.", float64(m.connsOpen))
+	counter("gguftool_connections_accepted_total", "Client connections accepted.", float64(m.connsAccepted))
+	counter("gguftool_connections_refused_total", "Client connections refused (503) past --max-connections.", float64(m.connsRefused))
 	metric("gguftool_queue_wait_seconds", "histogram", "Time from arrival to joining the batch.")
 	m.queueWait.write(&b, "gguftool_queue_wait_seconds", "")
 	metric("gguftool_time_to_first_token_seconds", "histogram", "Time from arrival to the first generated token.")

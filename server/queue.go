@@ -5,49 +5,87 @@ import (
 	"sync"
 )
 
-// jobQueue holds the jobs waiting for the model, at most limit of them,
-// besides those the worker takes at once into free places of its batch
-// (so a limit of 0 with one place means one running, none waiting).
-// It is a list rather than a channel so that a job whose client gave up,
-// or whose timeout passed, leaves it at once: its slot goes to a live
-// client instead of being held until the worker reaches the job.
+// jobQueue holds the server's places and the jobs waiting for the model.
 //
-// Every change to the list, and every refusal, is reported to the
-// metrics under mu, so the depth a 429 records is the depth that caused
-// it: at least the bound, unless the queue refuses below it.
+// A request takes a place (reserve) before its body is read and keeps it
+// until its answer is written (release), so everything a request costs
+// (its body, its tokens, its session) is held by at most limit + parallel
+// requests: those being read and tokenized, those waiting, and those
+// running. Past that a request is refused (429) before anything of it is
+// read. The places not running are the queue's depth.
+//
+// The waiting jobs are a list rather than a channel so that a job whose
+// client gave up, or whose timeout passed, leaves it at once: its place
+// goes to a live client instead of being held until the worker reaches
+// the job.
+//
+// Every change, and every refusal, is reported to the metrics under mu,
+// so the depth a 429 records is the depth that caused it: at least the
+// limit, unless the queue refuses below it.
 type jobQueue struct {
 	mu      sync.Mutex
 	changed sync.Cond // signalled when a job arrives or the queue closes
 	waiting []*job
-	limit   int
-	free    int    // places the worker's batch has for jobs now
-	last    string // the tenant of the job taken last
+	limit   int // places beyond the running ones
+	places  int // limit + the worker's batch
+	held    int // places taken
+	running int // of those, by jobs the worker has taken
+	last    string
 	closed  bool
 	metrics *metrics
+	arrived func() // tells the worker a job arrived while it runs others
 }
 
-func newJobQueue(limit int, m *metrics) *jobQueue {
-	q := &jobQueue{limit: limit, metrics: m}
+func newJobQueue(limit, parallel int, m *metrics, arrived func()) *jobQueue {
+	q := &jobQueue{limit: limit, places: limit + parallel, metrics: m, arrived: arrived}
 	q.changed.L = &q.mu
 	return q
 }
 
-// push adds j unless the queue is full or closed.
-func (q *jobQueue) push(j *job) (ok, closed bool) {
+// reserve takes a place unless every place is taken or the queue is
+// closed.
+func (q *jobQueue) reserve() (ok, closed bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	room := q.limit + q.free // the worker takes free places' jobs at its next step
 	switch {
 	case q.closed:
 		return false, true
-	case len(q.waiting) >= room:
-		q.metrics.rejectQueueFull(len(q.waiting))
+	case q.held >= q.places:
+		q.metrics.rejectQueueFull(q.held - q.running)
 		return false, false
 	}
-	q.waiting = append(q.waiting, j)
-	q.metrics.setQueued(len(q.waiting))
-	q.changed.Signal()
+	q.held++
+	q.metrics.setQueued(q.held - q.running)
 	return true, false
+}
+
+// release gives back a place; j is the job that held it, nil when the
+// request ended before it made one.
+func (q *jobQueue) release(j *job) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.held--
+	if j != nil && j.taken {
+		q.running--
+	}
+	q.metrics.setQueued(q.held - q.running)
+}
+
+// push adds j, which holds a place, to the waiting jobs; false means the
+// queue is closed.
+func (q *jobQueue) push(j *job) bool {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return false
+	}
+	q.waiting = append(q.waiting, j)
+	q.changed.Signal()
+	q.mu.Unlock()
+	if q.arrived != nil {
+		q.arrived()
+	}
+	return true
 }
 
 // remove takes j off the queue and reports whether it was still waiting;
@@ -60,18 +98,10 @@ func (q *jobQueue) remove(j *job) bool {
 		return false
 	}
 	q.waiting = slices.Delete(q.waiting, i, i+1)
-	q.metrics.setQueued(len(q.waiting))
 	return true
 }
 
-// setFree tells the queue how many jobs the worker's batch has room for.
-func (q *jobQueue) setFree(n int) {
-	q.mu.Lock()
-	q.free = n
-	q.mu.Unlock()
-}
-
-// take takes the oldest job off the queue, waiting for one if wait is
+// take takes the next job off the queue, waiting for one if wait is
 // set; false means none (or, waiting, that the queue is closed and
 // empty). Once the queue is closed it hands out what is left.
 func (q *jobQueue) take(wait bool) (*job, bool) {
@@ -87,7 +117,9 @@ func (q *jobQueue) take(wait bool) (*job, bool) {
 	j := q.waiting[i]
 	q.last = j.tenant
 	q.waiting = slices.Delete(q.waiting, i, i+1)
-	q.metrics.setQueued(len(q.waiting))
+	j.taken = true
+	q.running++
+	q.metrics.setQueued(q.held - q.running)
 	return j, true
 }
 
@@ -110,7 +142,7 @@ func (q *jobQueue) next() int {
 	return wrap
 }
 
-// close makes push refuse from now on and wakes the worker.
+// close makes reserve and push refuse from now on and wakes the worker.
 func (q *jobQueue) close() {
 	q.mu.Lock()
 	q.closed = true

@@ -10,9 +10,9 @@ import (
 // key cannot starve the others; with one key it is first come, first
 // served.
 func TestRoundRobinAcrossKeys(t *testing.T) {
-	q := newJobQueue(16, newMetrics(16))
+	q := newJobQueue(16, 1, newMetrics(16), nil)
 	for _, name := range strings.Fields("a1 a2 a3 b1 c1 a4 b2") {
-		if ok, _ := q.push(&job{tenant: name[:1], prompt: []int{int(name[1])}}); !ok {
+		if !q.push(&job{tenant: name[:1], prompt: []int{int(name[1])}}) {
 			t.Fatal("push refused")
 		}
 	}
@@ -27,7 +27,7 @@ func TestRoundRobinAcrossKeys(t *testing.T) {
 	if got, want := strings.Join(order, " "), "a1 b1 c1 a2 b2 a3 a4"; got != want {
 		t.Errorf("taken in the order %s, want %s", got, want)
 	}
-	q = newJobQueue(4, newMetrics(4))
+	q = newJobQueue(4, 1, newMetrics(4), nil)
 	for i := range 3 {
 		q.push(&job{prompt: []int{i}})
 	}

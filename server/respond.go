@@ -34,20 +34,22 @@ type responder struct {
 
 func (o *responder) created() int64 { return time.Now().Unix() }
 
-// piece handles new text.
-func (o *responder) piece(ev event) {
+// piece handles new text; an error says the client did not take it.
+func (o *responder) piece(ev event) error {
 	reasoning, text := o.divide(ev.text, false)
 	if !o.p.stream {
 		o.reasoning.WriteString(reasoning)
 		o.text.WriteString(text)
 		o.tokens = append(o.tokens, ev.tokens...)
-		return
+		return nil
 	}
-	o.start()
+	if err := o.start(); err != nil {
+		return err
+	}
 	if text == "" && reasoning == "" && o.p.logprobs < 0 {
-		return
+		return nil
 	}
-	o.send(o.chunk(reasoning, text, ev.tokens, nil, nil))
+	return o.send(o.chunk(reasoning, text, ev.tokens, nil, nil))
 }
 
 // divide splits new text into reasoning and content; last adds what the
@@ -65,9 +67,9 @@ func (o *responder) divide(text string, last bool) (reasoning, content string) {
 }
 
 // start writes the stream's headers and, for chat, the role delta.
-func (o *responder) start() {
+func (o *responder) start() error {
 	if o.started {
-		return
+		return nil
 	}
 	o.started = true
 	h := o.w.Header()
@@ -75,19 +77,22 @@ func (o *responder) start() {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	o.w.WriteHeader(http.StatusOK)
-	if o.chat {
-		empty := ""
-		o.send(&ChatCompletion{ID: o.id, Object: "chat.completion.chunk", Created: o.created(), Model: o.s.cfg.ModelName,
-			SystemFingerprint: "gguftool", Choices: []ChatChoice{{Delta: &ChatOut{Role: "assistant", Content: &empty}}}})
+	if !o.chat {
+		return nil
 	}
+	empty := ""
+	return o.send(&ChatCompletion{ID: o.id, Object: "chat.completion.chunk", Created: o.created(), Model: o.s.cfg.ModelName,
+		SystemFingerprint: "gguftool", Choices: []ChatChoice{{Delta: &ChatOut{Role: "assistant", Content: &empty}}}})
 }
 
-func (o *responder) send(v any) {
+// send writes one event of the stream and flushes it; an error says the
+// client did not take it within the write timeout, or is gone.
+func (o *responder) send(v any) error {
 	b, _ := json.Marshal(v)
-	fmt.Fprintf(o.w, "data: %s\n\n", b)
-	if f, ok := o.w.(http.Flusher); ok {
-		f.Flush()
+	if _, err := fmt.Fprintf(o.w, "data: %s\n\n", b); err != nil {
+		return err
 	}
+	return http.NewResponseController(o.w).Flush()
 }
 
 // chunk is one streamed piece; finish and usage are set on the last.
@@ -133,11 +138,10 @@ func (o *responder) finish(ev event) {
 	usage := ev.usage
 	reasoning, last := o.divide(ev.text, true)
 	if o.p.stream {
-		o.start()
-		o.send(o.chunk(reasoning, last, ev.tokens, &finish, &usage))
-		fmt.Fprint(o.w, "data: [DONE]\n\n")
-		if f, ok := o.w.(http.Flusher); ok {
-			f.Flush()
+		// A write the client does not take leaves nothing to do but stop.
+		if o.start() == nil && o.send(o.chunk(reasoning, last, ev.tokens, &finish, &usage)) == nil {
+			fmt.Fprint(o.w, "data: [DONE]\n\n")
+			http.NewResponseController(o.w).Flush()
 		}
 		return
 	}

@@ -4,10 +4,13 @@
 // Config.Parallel requests generate together, one engine step for all of
 // them (continuous batching), each getting the tokens it gets alone;
 // recent prompts' states are kept for requests that begin the same way.
-// Requests wait in a bounded queue (past the bound: 429 with Retry-After),
-// admitted round-robin across API keys, each under a timeout and cancelled
-// when its client goes away (a waiting request leaves the queue at once,
-// freeing its slot); shutdown finishes or cancels what is in flight.
+// Requests take a place before their bodies are read, at most queue +
+// parallel of them (past the bound: 429 with Retry-After), wait admitted
+// round-robin across API keys, each under a timeout and cancelled when its
+// client goes away (a waiting request leaves the queue at once, freeing
+// its place); shutdown finishes or cancels what is in flight. A client
+// that stops reading its stream pauses its own request, never the batch;
+// connections are capped, and timed out while they send, write or idle.
 package server
 
 import (
@@ -22,7 +25,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -53,11 +55,24 @@ type Config struct {
 	MaxTokens, DefaultMaxTokens int
 	// Context bounds prompt + max_tokens (at most the model's context).
 	Context int
-	// APIKey, when set, is required as "Authorization: Bearer KEY". It may
-	// list several keys, separated by commas: any of them is accepted,
-	// and waiting requests are admitted round-robin across keys, so one
-	// key's burst cannot starve another's requests.
+	// APIKey, when set, is required as "Authorization: Bearer KEY" (the
+	// scheme in any case). It may list several keys, separated by commas
+	// and trimmed of the spaces around them (ParseAPIKeys): any of them is
+	// accepted, and waiting requests are admitted round-robin across keys,
+	// so one key's burst cannot starve another's requests. A list that
+	// names no key is refused. Without a key, admission is first come,
+	// first served, whatever Authorization a request carries.
 	APIKey string
+	// ReadHeaderTimeout bounds reading a request's headers, ReadTimeout
+	// its body. WriteTimeout bounds each write of a response, a stream's
+	// every event included, rather than the whole response: a long stream
+	// lives as long as its client reads, and one that stops reading is cut
+	// WriteTimeout after its buffers filled. IdleTimeout bounds a
+	// keep-alive connection between requests. MaxConnections bounds the
+	// open connections; one past it is answered 503 and closed. Zero means
+	// the Default… value of each.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	MaxConnections                                            int
 	// ChatTemplate, when set, is the Jinja chat template chat requests
 	// are rendered with instead of the GGUF's; ChatTemplateName names it
 	// (in errors, and as "file:NAME" in the X-Gguftool-Chat-Template
@@ -66,14 +81,35 @@ type Config struct {
 	Logger                         *slog.Logger
 }
 
+// The connection settings a zero Config field stands for.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultWriteTimeout      = 30 * time.Second
+	DefaultIdleTimeout       = 60 * time.Second
+	DefaultMaxConnections    = 512
+)
+
+// streamBuffer is how many events a request's buffer holds between the
+// worker and its handler. A request whose client is not reading fills it
+// and is paused until the client reads; the last place is kept for the
+// final event, so the worker never waits to deliver one.
+const streamBuffer = 64
+
 // Server serves one model.
 type Server struct {
-	cfg      Config
-	tok      *tokenizer.Tokenizer
-	tmpl     chatTemplate
-	lim      limits
-	keys     map[string]bool // Config.APIKey's keys
-	queue    *jobQueue
+	cfg   Config
+	tok   *tokenizer.Tokenizer
+	tmpl  chatTemplate
+	lim   limits
+	keys  apiKeys // Config.APIKey's keys
+	queue *jobQueue
+	// gate bounds the bytes of bodies being decoded and tokenized at once
+	// (Config.MaxBodyBytes: one of the largest, or many small ones).
+	gate *byteGate
+	// wake is signalled when the worker, every sequence paused, may have
+	// work: a client read, left or timed out, or a job arrived.
+	wake     chan struct{}
 	prefixes *prefixCache // the worker's
 	metrics  *metrics
 	created  int64
@@ -123,7 +159,21 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: MaxBodyBytes %d: must be at least 1024", cfg.MaxBodyBytes)
 	case cfg.RequestTimeout <= 0:
 		return nil, fmt.Errorf("server: RequestTimeout %s: must be positive", cfg.RequestTimeout)
+	case cfg.ReadHeaderTimeout < 0 || cfg.ReadTimeout < 0 || cfg.WriteTimeout < 0 || cfg.IdleTimeout < 0:
+		return nil, fmt.Errorf("server: timeouts must not be negative (ReadHeaderTimeout %s, ReadTimeout %s, WriteTimeout %s, IdleTimeout %s)",
+			cfg.ReadHeaderTimeout, cfg.ReadTimeout, cfg.WriteTimeout, cfg.IdleTimeout)
+	case cfg.MaxConnections < 0:
+		return nil, fmt.Errorf("server: MaxConnections %d: must not be negative", cfg.MaxConnections)
 	}
+	keys, err := ParseAPIKeys(cfg.APIKey)
+	if err != nil {
+		return nil, fmt.Errorf("server: APIKey: %w", err)
+	}
+	cfg.ReadHeaderTimeout = orDefault(cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	cfg.ReadTimeout = orDefault(cfg.ReadTimeout, DefaultReadTimeout)
+	cfg.WriteTimeout = orDefault(cfg.WriteTimeout, DefaultWriteTimeout)
+	cfg.IdleTimeout = orDefault(cfg.IdleTimeout, DefaultIdleTimeout)
+	cfg.MaxConnections = orDefault(cfg.MaxConnections, DefaultMaxConnections)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -139,14 +189,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, tok: tok, tmpl: tmpl,
 		lim:     limits{maxTokens: cfg.MaxTokens, defaultMax: cfg.DefaultMaxTokens, maxStop: 4, maxStopBytes: 256},
-		metrics: newMetrics(cfg.QueueSize), created: time.Now().Unix()}
-	s.queue = newJobQueue(cfg.QueueSize, s.metrics)
-	s.keys = map[string]bool{}
-	for _, k := range strings.Split(cfg.APIKey, ",") {
-		if k != "" {
-			s.keys[k] = true
-		}
-	}
+		metrics: newMetrics(cfg.QueueSize), created: time.Now().Unix(),
+		keys: newAPIKeys(keys), gate: newByteGate(cfg.MaxBodyBytes), wake: make(chan struct{}, 1)}
+	s.queue = newJobQueue(cfg.QueueSize, cfg.Parallel, s.metrics, s.nudge)
 	s.prefixes = newPrefixCache(cfg.PrefixCacheBytes)
 	s.metrics.experts = m.Experts().Stats()
 	s.base, s.cancel = context.WithCancel(context.Background())
@@ -155,10 +200,21 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// orDefault is v, or def when v is zero.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
 // QueueStats is what the queue bound did so far.
 type QueueStats struct {
 	Capacity int // requests that may wait (Config.QueueSize)
-	Depth    int // requests waiting now
+	// Depth is how many requests hold a place and are not running: being
+	// read or tokenized, or waiting for the model.
+	Depth int
 	// Rejected counts the 429s (queue_full). RejectedWithRoom counts those
 	// of them issued while fewer than Capacity requests waited: a queue
 	// that refuses below its bound, which a correct server never does.
@@ -192,8 +248,15 @@ func (s *Server) Close() {
 // accepting, lets requests in flight finish for up to grace, then cancels
 // them, and returns once every handler and the worker have stopped.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+	// No http.Server ReadTimeout or WriteTimeout: those bound a whole
+	// request and response, and a stream may rightly last minutes. The
+	// body's read deadline and each write's are set as they happen
+	// (readBody, statusWriter).
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, IdleTimeout: s.cfg.IdleTimeout,
 		BaseContext: func(net.Listener) context.Context { return s.base }}
+	limited := newConnLimit(ln, s.cfg.MaxConnections, s.metrics)
+	defer limited.wait()
+	ln = limited
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -240,22 +303,36 @@ type reqLog struct {
 	id     string
 	status int
 	attrs  []any
+	// lane is the request's admission lane: the API key it matched.
+	lane string
 	// clientClosed: the client went away before the answer was complete;
 	// the request is logged and counted as statusClientClosed whatever
 	// was written.
 	clientClosed bool
 }
 
-// statusWriter remembers the status code.
+// statusWriter remembers the status code and gives every write its own
+// deadline, WriteTimeout from when it starts: a client that stops
+// reading makes the write under way fail once that passes, however long
+// the response has run.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	rc      *http.ResponseController
+	timeout time.Duration
+	status  int
+}
+
+// deadline sets the next write's deadline. A writer without deadlines
+// (httptest's recorder) has nothing to cut.
+func (w *statusWriter) deadline() {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 	}
+	w.deadline()
 	w.ResponseWriter.WriteHeader(code)
 }
 
@@ -263,20 +340,27 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
+	w.deadline()
 	return w.ResponseWriter.Write(b)
 }
 
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
+// FlushError flushes, reporting a client that does not take the bytes
+// (http.ResponseController.Flush calls it).
+func (w *statusWriter) FlushError() error {
+	w.deadline()
+	return w.rc.Flush()
 }
+
+func (w *statusWriter) Flush() { _ = w.FlushError() }
+
+// Unwrap lets http.ResponseController reach the connection's deadlines.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (s *Server) wrap(endpoint string, h func(http.ResponseWriter, *http.Request, *reqLog)) http.HandlerFunc {
 	return func(rw http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rl := &reqLog{id: newID()}
-		w := &statusWriter{ResponseWriter: rw}
+		w := &statusWriter{ResponseWriter: rw, rc: http.NewResponseController(rw), timeout: s.cfg.WriteTimeout}
 		w.Header().Set("X-Request-Id", rl.id)
 		defer func() {
 			if p := recover(); p != nil {
@@ -297,21 +381,28 @@ func (s *Server) wrap(endpoint string, h func(http.ResponseWriter, *http.Request
 				"duration_ms", time.Since(start).Milliseconds(), "remote", r.RemoteAddr}, rl.attrs...)
 			s.cfg.Logger.Info("request", attrs...)
 		}()
-		if s.cfg.APIKey != "" && endpoint != "health" {
-			if !s.keys[tenant(r)] {
-				writeError(w, rl, &APIError{Status: 401, Type: "invalid_request_error", Code: "invalid_api_key",
+		if endpoint != "health" {
+			lane, ok := s.keys.authorize(r)
+			if !ok {
+				// Refused before a byte of the body is read: an
+				// unauthenticated client is not waited for.
+				refuseUnread(w, rl, &APIError{Status: 401, Type: "invalid_request_error", Code: "invalid_api_key",
 					Message: "missing or wrong API key (Authorization: Bearer …)"})
 				return
 			}
+			rl.lane = lane
 		}
 		h(w, r, rl)
 	}
 }
 
-// tenant is the API key a request carries ("" for none).
-func tenant(r *http.Request) string {
-	k, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return k
+// refuseUnread answers a request whose body has not been read and closes
+// the connection after it. Otherwise net/http would read the rest of the
+// body first, to keep the connection, and a client that sends part of one
+// would get no answer until it sent the rest.
+func refuseUnread(w http.ResponseWriter, rl *reqLog, e *APIError) {
+	w.Header().Set("Connection", "close")
+	writeError(w, rl, e)
 }
 
 func newID() string {
@@ -348,57 +439,113 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request, rl *reqLog) {
 		"id": s.cfg.ModelName, "object": "model", "created": s.created, "owned_by": "gguftool"}}})
 }
 
-// readBody reads a POST body within the size limit.
+// readBody reads a POST body within the size limit and ReadTimeout.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *APIError) {
-	if r.Method != http.MethodPost {
-		return nil, &APIError{Status: 405, Type: "invalid_request_error", Message: "use POST"}
-	}
+	// The deadline is the body's alone: it is lifted once the body is in,
+	// since net/http then reads on in the background to notice a client
+	// that goes away, and a deadline passing there would cancel the
+	// request as if it had.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout))
+	defer rc.SetReadDeadline(time.Time{})
 	// Any Content-Type is accepted (curl -d sends a form type), as
 	// llama-server does: the body must be a JSON object whatever it says.
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
+		var ne net.Error
+		switch {
+		case errors.As(err, &mb):
 			return nil, &APIError{Status: 413, Type: "invalid_request_error", Message: fmt.Sprintf("request body over %d bytes", mb.Limit)}
+		case errors.As(err, &ne) && ne.Timeout():
+			w.Header().Set("Connection", "close")
+			return nil, &APIError{Status: 408, Type: "invalid_request_error", Code: "request_timeout",
+				Message: fmt.Sprintf("the request body did not arrive within %s", s.cfg.ReadTimeout)}
 		}
+		w.Header().Set("Connection", "close")
 		return nil, badRequest("", "reading the body: %v", err)
 	}
 	return body, nil
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog) {
+	s.serveGeneration(w, r, rl, false)
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request, rl *reqLog) {
+	s.serveGeneration(w, r, rl, true)
+}
+
+// serveGeneration answers a completion or chat request. The request takes
+// a place before its body is read and holds it until its answer is
+// written, so that at most QueueSize + Parallel requests cost memory at
+// once; the body is decoded and tokenized under the byte gate.
+func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, rl *reqLog, chat bool) {
+	if r.Method != http.MethodPost {
+		refuseUnread(w, rl, &APIError{Status: 405, Type: "invalid_request_error", Message: "use POST"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	switch ok, closed := s.queue.reserve(); {
+	case closed:
+		refuseUnread(w, rl, &APIError{Status: 503, Type: "server_error", Message: "the server is shutting down"})
+		return
+	case !ok:
+		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfter()))
+		refuseUnread(w, rl, &APIError{Status: 429, Type: "rate_limit_exceeded", Code: "queue_full",
+			Message: fmt.Sprintf("%d requests are already waiting; retry later", s.cfg.QueueSize)})
+		return
+	}
+	var j *job
+	defer func() { s.queue.release(j) }()
 	body, aerr := s.readBody(w, r)
 	if aerr != nil {
 		writeError(w, rl, aerr)
 		return
 	}
-	var req CompletionRequest
-	if aerr := decodeJSON(body, &req); aerr != nil {
-		writeError(w, rl, aerr)
+	if err := s.gate.acquire(ctx, int64(len(body))); err != nil {
+		out := &responder{s: s, w: w, rl: rl}
+		out.finish(event{done: true, err: err, queued: true})
 		return
 	}
-	p, aerr := s.lim.params(req.MaxTokens, req.Temperature, req.TopP, req.TopK, req.Seed, req.Stop, req.N, req.Stream)
+	var prompt []int
+	var p params
+	if chat {
+		prompt, p, aerr = s.chatPrompt(w, rl, body)
+	} else {
+		prompt, p, aerr = s.completionPrompt(body)
+	}
+	s.gate.release(int64(len(body)))
+	body = nil // the job keeps the tokens, not the text
 	if aerr != nil {
 		writeError(w, rl, aerr)
 		return
 	}
+	j = s.generate(ctx, cancel, w, r, rl, prompt, p, chat)
+}
+
+// completionPrompt decodes a completion request and tokenizes its prompt.
+func (s *Server) completionPrompt(body []byte) ([]int, params, *APIError) {
+	var req CompletionRequest
+	if aerr := decodeJSON(body, &req); aerr != nil {
+		return nil, params{}, aerr
+	}
+	p, aerr := s.lim.params(req.MaxTokens, req.Temperature, req.TopP, req.TopK, req.Seed, req.Stop, req.N, req.Stream)
+	if aerr != nil {
+		return nil, p, aerr
+	}
 	if req.Logprobs != nil {
 		if *req.Logprobs < 0 || *req.Logprobs > 20 {
-			writeError(w, rl, badRequest("logprobs", "logprobs must be in 0..20"))
-			return
+			return nil, p, badRequest("logprobs", "logprobs must be in 0..20")
 		}
 		p.logprobs = *req.Logprobs
 	}
 	if req.Echo {
-		writeError(w, rl, badRequest("echo", "echo is not supported"))
-		return
+		return nil, p, badRequest("echo", "echo is not supported")
 	}
 	prompt, aerr := s.prompt(req.Prompt)
-	if aerr != nil {
-		writeError(w, rl, aerr)
-		return
-	}
-	s.generate(w, r, rl, prompt, p, false)
+	return prompt, p, aerr
 }
 
 // prompt tokenizes a completion prompt: a string, an array of one string,
@@ -427,16 +574,12 @@ func (s *Server) prompt(raw json.RawMessage) ([]int, *APIError) {
 	return nil, badRequest("prompt", "prompt must be a string, an array of one string, or an array of token ids")
 }
 
-func (s *Server) chat(w http.ResponseWriter, r *http.Request, rl *reqLog) {
-	body, aerr := s.readBody(w, r)
-	if aerr != nil {
-		writeError(w, rl, aerr)
-		return
-	}
+// chatPrompt decodes a chat request, renders its messages with the chat
+// template and tokenizes the result.
+func (s *Server) chatPrompt(w http.ResponseWriter, rl *reqLog, body []byte) ([]int, params, *APIError) {
 	var req ChatRequest
 	if aerr := decodeJSON(body, &req); aerr != nil {
-		writeError(w, rl, aerr)
-		return
+		return nil, params{}, aerr
 	}
 	maxTok := req.MaxTokens
 	if req.MaxCompletionTokens != nil {
@@ -444,39 +587,33 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, rl *reqLog) {
 	}
 	p, aerr := s.lim.params(maxTok, req.Temperature, req.TopP, req.TopK, req.Seed, req.Stop, req.N, req.Stream)
 	if aerr != nil {
-		writeError(w, rl, aerr)
-		return
+		return nil, p, aerr
 	}
 	if req.Logprobs {
 		p.logprobs = 0
 		if req.TopLogprobs != nil {
 			if *req.TopLogprobs < 0 || *req.TopLogprobs > 20 {
-				writeError(w, rl, badRequest("top_logprobs", "top_logprobs must be in 0..20"))
-				return
+				return nil, p, badRequest("top_logprobs", "top_logprobs must be in 0..20")
 			}
 			p.logprobs = *req.TopLogprobs
 		}
 	}
 	if len(req.Messages) == 0 {
-		writeError(w, rl, badRequest("messages", "messages must not be empty"))
-		return
+		return nil, p, badRequest("messages", "messages must not be empty")
 	}
 	msgs, aerr := chatMessages(req.Messages)
 	if aerr != nil {
-		writeError(w, rl, aerr)
-		return
+		return nil, p, aerr
 	}
 	opts, aerr := templateOptions(&req)
 	if aerr != nil {
-		writeError(w, rl, aerr)
-		return
+		return nil, p, aerr
 	}
 	w.Header().Set("X-Gguftool-Chat-Template", s.tmpl.Name)
 	rl.attrs = append(rl.attrs, "chat_template", s.tmpl.Name)
 	text, err := s.tmpl.Render(msgs, opts)
 	if err != nil {
-		writeError(w, rl, badRequest("messages", "%v", err))
-		return
+		return nil, p, badRequest("messages", "%v", err)
 	}
 	prompt := s.tok.Encode(text, true, true)
 	// A template that writes bos_token itself, with a vocabulary that adds
@@ -486,7 +623,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, rl *reqLog) {
 		prompt = prompt[1:]
 	}
 	p.chat = &chatGen{split: s.tmpl.NewSplitter(text), special: s.tmpl.Format() != chattmpl.FormatNone}
-	s.generate(w, r, rl, prompt, p, true)
+	return prompt, p, nil
 }
 
 // chatMessages checks the request's messages and converts them for the
@@ -522,11 +659,15 @@ func chatMessages(in []ChatMessage) ([]chattmpl.Message, *APIError) {
 // job is one generation waiting for, or running on, the model.
 type job struct {
 	ctx     context.Context
-	tenant  string // the request's API key: admission is round-robin across them
+	tenant  string // the request's admission lane: round-robin across them
 	arrived time.Time
 	prompt  []int
 	p       params
-	events  chan event
+	// events carries the generation to the handler: streamBuffer events
+	// at most, the worker pausing the job rather than waiting on a full
+	// buffer.
+	events chan event
+	taken  bool // the worker took it off the queue (jobQueue.mu)
 }
 
 // event is a piece of a generation: new text, or the end.
@@ -547,30 +688,30 @@ type tokenInfo struct {
 	top     [][2]float64 // (id, log p), best first
 }
 
-func (s *Server) generate(w http.ResponseWriter, r *http.Request, rl *reqLog, prompt []int, p params, chat bool) {
+// generate queues a job for the prompt and writes what the worker sends
+// for it; it returns the job (nil when none was queued). cancel ends ctx,
+// the job's context: the handler cancels when its client does not take a
+// write.
+func (s *Server) generate(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, rl *reqLog,
+	prompt []int, p params, chat bool) *job {
 	rl.attrs = append(rl.attrs, "prompt_tokens", len(prompt), "max_tokens", p.maxTokens, "stream", p.stream)
 	if len(prompt) == 0 {
 		writeError(w, rl, badRequest("prompt", "the prompt is empty"))
-		return
+		return nil
 	}
 	if len(prompt)+p.maxTokens > s.cfg.Context {
 		writeError(w, rl, &APIError{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded",
 			Message: fmt.Sprintf("%d prompt tokens + max_tokens %d exceed the context of %d", len(prompt), p.maxTokens, s.cfg.Context)})
-		return
+		return nil
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
-	defer cancel()
-	j := &job{ctx: ctx, tenant: tenant(r), arrived: time.Now(), prompt: prompt, p: p, events: make(chan event, 64)}
-	switch ok, closed := s.queue.push(j); {
-	case closed:
+	j := &job{ctx: ctx, tenant: rl.lane, arrived: time.Now(), prompt: prompt, p: p, events: make(chan event, streamBuffer)}
+	if !s.queue.push(j) {
 		writeError(w, rl, &APIError{Status: 503, Type: "server_error", Message: "the server is shutting down"})
-		return
-	case !ok:
-		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfter()))
-		writeError(w, rl, &APIError{Status: 429, Type: "rate_limit_exceeded", Code: "queue_full",
-			Message: fmt.Sprintf("%d requests are already waiting; retry later", s.cfg.QueueSize)})
-		return
+		return j
 	}
+	// A paused job's end (its client gone, its timeout passed) must reach
+	// a worker that may be waiting with every job paused.
+	defer context.AfterFunc(ctx, s.nudge)()
 	s.metrics.addInFlight(1)
 	defer s.metrics.addInFlight(-1)
 	id := "cmpl-" + rl.id
@@ -586,28 +727,42 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, rl *reqLog, pr
 		var ev event
 		select {
 		case ev = <-j.events:
+			s.nudge() // room in its buffer: a paused job may go on
 		case <-ctx.Done():
 			if s.queue.remove(j) {
-				// It never reached the model; its slot is free now.
+				// It never reached the model; its place is free now.
 				ev = event{done: true, err: ctx.Err(), queued: true}
 				break
 			}
-			// The worker has it and sends the end once it notices; wait
-			// for it so the response says why.
-			ev = <-j.events
-			for !ev.done {
-				ev = <-j.events
-			}
+			ev = s.drain(j)
 		}
 		if ev.done {
 			out.finish(ev)
-			return
+			return j
 		}
-		out.piece(ev)
+		if err := out.piece(ev); err != nil {
+			// The client did not take the write within WriteTimeout, or
+			// is gone: end the job as if the client had left.
+			s.metrics.writeFailed()
+			rl.attrs = append(rl.attrs, "write_error", err.Error())
+			cancel()
+			out.finish(s.drain(j))
+			return j
+		}
 	}
 }
 
-// retryAfter estimates the seconds until a queue slot frees.
+// drain waits for the end of a job the worker has, which it sends once it
+// notices the job's context ended, so the response says why.
+func (s *Server) drain(j *job) event {
+	ev := <-j.events
+	for !ev.done {
+		ev = <-j.events
+	}
+	return ev
+}
+
+// retryAfter estimates the seconds until a place frees.
 func (s *Server) retryAfter() int {
 	s.metrics.mu.Lock()
 	defer s.metrics.mu.Unlock()

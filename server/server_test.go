@@ -530,10 +530,11 @@ func TestQueueFullCancelAndShutdown(t *testing.T) {
 	}
 }
 
-// TestQueueRejectionDepth: a 429 records how many requests were waiting.
-// With the queue full that is its bound; a queue that refuses below its
-// bound (here a queue whose limit is below the configured capacity) is
-// counted as rejecting with room, which bench serve fails on.
+// TestQueueRejectionDepth: a 429 records how many requests held a place
+// without running. With every place taken that is the queue's bound; a
+// queue that refuses below its bound (here one whose limit is below the
+// configured capacity) is counted as rejecting with room, which bench
+// serve fails on.
 func TestQueueRejectionDepth(t *testing.T) {
 	for _, c := range []struct {
 		name           string
@@ -544,43 +545,60 @@ func TestQueueRejectionDepth(t *testing.T) {
 		{"refused below the bound", 1, 3, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			// No worker: every job accepted stays queued.
+			// No worker: one place runs (taken by hand), the rest wait.
 			m := newMetrics(c.capacity)
-			s := &Server{queue: newJobQueue(c.room, m), metrics: m}
+			s := &Server{queue: newJobQueue(c.room, 1, m, nil), metrics: m}
 			if q := s.QueueStats(); q.LastRejectionDepth != -1 {
 				t.Fatalf("before any rejection: %+v", q)
+			}
+			running := &job{}
+			if ok, _ := s.queue.reserve(); !ok || !s.queue.push(running) {
+				t.Fatal("the first place was refused")
+			}
+			if j, ok := s.queue.take(false); !ok || j != running {
+				t.Fatal("the first job was not taken")
 			}
 			jobs := make([]*job, c.room)
 			for i := range jobs {
 				jobs[i] = &job{}
-				if ok, closed := s.queue.push(jobs[i]); !ok || closed {
+				if ok, closed := s.queue.reserve(); !ok || closed || !s.queue.push(jobs[i]) {
 					t.Fatalf("job %d refused with %d of %d queued", i, i, c.room)
 				}
 			}
-			if ok, closed := s.queue.push(&job{}); ok || closed {
+			if ok, closed := s.queue.reserve(); ok || closed {
 				t.Fatalf("a job past the room: ok %v, closed %v", ok, closed)
 			}
 			want := QueueStats{Capacity: c.capacity, Depth: c.room, Rejected: 1, RejectedWithRoom: c.wantWithRoom, LastRejectionDepth: c.room}
 			if q := s.QueueStats(); q != want {
 				t.Errorf("queue stats %+v, want %+v", q, want)
 			}
-			// A cancelled job leaves at once: its slot takes a new job, and
-			// the next refusal again sees the queue as full as before.
+			// A cancelled job leaves at once: its place takes a new job,
+			// and the next refusal again sees the queue as full as before.
 			if !s.queue.remove(jobs[0]) {
 				t.Fatal("a waiting job was not found to remove")
 			}
+			s.queue.release(jobs[0])
 			if q := s.QueueStats(); q.Depth != c.room-1 {
 				t.Errorf("depth %d after a removal, want %d", q.Depth, c.room-1)
 			}
-			if ok, _ := s.queue.push(&job{}); !ok {
-				t.Fatal("the slot a removed job freed was refused")
+			if ok, _ := s.queue.reserve(); !ok {
+				t.Fatal("the place a removed job freed was refused")
 			}
-			if ok, _ := s.queue.push(&job{}); ok {
-				t.Fatal("a job past the room after the removal was queued")
+			if ok, _ := s.queue.reserve(); ok {
+				t.Fatal("a job past the room after the removal was given a place")
 			}
 			want.Rejected, want.RejectedWithRoom = 2, 2*c.wantWithRoom
 			if q := s.QueueStats(); q != want {
 				t.Errorf("queue stats after a removal %+v, want %+v", q, want)
+			}
+			// The running job's end frees its place too, and it is not
+			// counted as waiting meanwhile.
+			s.queue.release(running)
+			if q := s.QueueStats(); q.Depth != c.room {
+				t.Errorf("depth %d after the running job ended, want %d", q.Depth, c.room)
+			}
+			if ok, _ := s.queue.reserve(); !ok {
+				t.Fatal("the running job's place was not freed")
 			}
 		})
 	}
