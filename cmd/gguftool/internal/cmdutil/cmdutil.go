@@ -19,12 +19,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gguftool/gguftool/internal/filekind"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/internal/units"
 )
@@ -195,4 +198,37 @@ func EnvOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// CheckOutput refuses, as a usage error (exit 2), an output file path a
+// command could not publish, before any work is done: one that exists
+// and is not a regular file (a directory, a named pipe, a device: the
+// final rename onto it fails only after all the work, with a message
+// about renaming), or one that is one of inputs (the same path, another
+// path to it through a symbolic link or .., or a hard link: publishing
+// would replace what is being read). what names the output in the
+// message ("OUT", "--trace"). A path that does not exist yet passes.
+func CheckOutput(what, out string, inputs ...string) error {
+	st, err := os.Stat(out)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, out, err)
+	}
+	if !st.Mode().IsRegular() {
+		return &FlagError{Err: fmt.Errorf("%s %w", what, &filekind.Error{Path: out, Is: filekind.Describe(st.Mode()), Want: "a file to write"})}
+	}
+	for _, in := range inputs {
+		ist, err := os.Stat(in)
+		if err != nil || !os.SameFile(st, ist) {
+			continue
+		}
+		how := ""
+		if filepath.Clean(in) != filepath.Clean(out) {
+			how = fmt.Sprintf(" (%s, through another path, a symbolic link or a hard link)", in)
+		}
+		return FlagErrorf("%s %s is the input%s: writing it would replace what is being read; choose another output", what, out, how)
+	}
+	return nil
 }

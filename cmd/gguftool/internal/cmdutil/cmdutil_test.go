@@ -3,9 +3,15 @@ package cmdutil
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gguftool/gguftool/internal/filekind"
 )
 
 func TestIsUsageError(t *testing.T) {
@@ -62,5 +68,45 @@ func TestSizeValue(t *testing.T) {
 	}
 	if err := v.Set("lots"); err == nil {
 		t.Error("Set(lots) accepted")
+	}
+}
+
+// TestCheckOutput: a new path or a regular file passes; a directory or a
+// named pipe is a wrong-kind usage error; one of the inputs, by any path
+// to it, is a usage error naming it.
+func TestCheckOutput(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	other := filepath.Join(dir, "other")
+	for _, p := range []string{in, other} {
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(in, link); err != nil {
+		t.Fatal(err)
+	}
+	for out, want := range map[string]string{
+		filepath.Join(dir, "new"): "",
+		other:                     "",
+		dir:                       "is a directory",
+		fifo:                      "is a named pipe",
+		in:                        "is the input",
+		link:                      "is the input (" + in,
+	} {
+		err := CheckOutput("OUT", out, in)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", out, err)
+		case want != "" && (err == nil || !IsUsageError(err) || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: %v; want a usage error saying %q", out, err, want)
+		case strings.HasPrefix(want, "is a ") && !errors.Is(err, filekind.ErrWrongKind):
+			t.Errorf("%s: %v is not a wrong-kind error", out, err)
+		}
 	}
 }

@@ -77,8 +77,8 @@ configuration, the predicted tok/s, the tok/s Belady's hits would give,
 and the compute bound; --json prints the plan itself (schema ` + planner.Schema + `).
 
 Refusals, with their exit codes: 2 for --ram that is not a size, a queue
-depth below 1, -n below 2, --prompt-tokens below 1 or a --tolerance outside
-[0, 1); 5 when PACK, --trace or a --tiers directory does not exist; 3 when
+depth below 1, -n below 2, --prompt-tokens below 1, a --tolerance outside
+[0, 1), or an -o that is a directory or the --trace; 5 when PACK, --trace or a --tiers directory does not exist; 3 when
 PACK or the trace is malformed; 1 when the trace is of another model or
 PACK streams no experts.
 
@@ -143,6 +143,10 @@ func parseDepths(s string) ([]int, error) {
 }
 
 func planRun(ctx context.Context, o *PlanOptions) error {
+	// Before measuring for minutes: a plan that cannot be published.
+	if err := cmdutil.CheckOutput("plan: --output", planPath(o), o.Trace); err != nil {
+		return err
+	}
 	for _, d := range o.TierDirs {
 		st, err := os.Stat(d)
 		if err != nil {
@@ -165,10 +169,7 @@ func planRun(ctx context.Context, o *PlanOptions) error {
 	if err != nil {
 		return err
 	}
-	out := o.Output
-	if out == "" {
-		out = filepath.Clean(o.Pack) + ".plan.json"
-	}
+	out := planPath(o)
 	if err := p.Write(out); err != nil {
 		return err
 	}
@@ -219,4 +220,12 @@ func printPlan(w io.Writer, p *planner.Plan, path string) {
 		iostreams.Bytes(c.ExpertCacheBytes), c.Policy, c.Prefetch, c.Threads)
 	fmt.Fprintf(w, "predicted %.1f tok/s (Belady's hits: %.1f; every expert a hit: %.1f)\n", c.PredictedTokPerS, c.BeladyTokPerS, c.ComputeBoundTokPerS)
 	fmt.Fprintf(w, "apply with: --plan %s\n", path)
+}
+
+// planPath is where the plan goes: -o, or PACK.plan.json beside the pack.
+func planPath(o *PlanOptions) string {
+	if o.Output != "" {
+		return o.Output
+	}
+	return filepath.Clean(o.Pack) + ".plan.json"
 }

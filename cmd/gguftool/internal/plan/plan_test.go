@@ -1,8 +1,13 @@
 package plan
 
 import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
 	"testing"
 
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
 	"github.com/gguftool/gguftool/internal/iostreams"
 )
@@ -25,4 +30,26 @@ func TestNewCmdPlan(t *testing.T) {
 		{Name: "tolerance 1", Args: "m.pack --tolerance 1", WantErr: "--tolerance 1"},
 		{Name: "negative threads", Args: "m.pack -t -1", WantErr: "--threads -1"},
 	})
+}
+
+// TestOutputDirectoryRefused: a -o that is a directory, or the --trace
+// the plan predicts from, is a usage error (exit 2) before the minutes of
+// measuring, not a failed rename after them.
+func TestOutputDirectoryRefused(t *testing.T) {
+	dir := t.TempDir()
+	tr := filepath.Join(dir, "t.trace")
+	if err := os.WriteFile(tr, []byte("GGUFTRCE"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{filepath.Join(dir, "m.pack"), "-o", dir}, {filepath.Join(dir, "m.pack"), "--trace", tr, "-o", tr}} {
+		ios, _, _ := iostreams.Test()
+		cmd := NewCmdPlan(&cmdutil.Factory{IOStreams: ios}, nil)
+		cmd.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
+		cmd.SetArgs(args)
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		if err := cmd.ExecuteContext(context.Background()); err == nil || !cmdutil.IsUsageError(err) {
+			t.Errorf("%v: %v; want a usage error", args, err)
+		}
+	}
 }

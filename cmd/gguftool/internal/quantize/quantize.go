@@ -207,6 +207,11 @@ func quantizeRun(ctx context.Context, o *QuantizeOptions) error {
 	if err != nil {
 		return err
 	}
+	for _, out := range plan.OutputPaths(o.Out, q.KeepSplit) {
+		if err := cmdutil.CheckOutput("quantize: OUT", out); err != nil {
+			return err
+		}
+	}
 	if err := quantize.CheckOutputs(s, plan.OutputPaths(o.Out, q.KeepSplit)); err != nil {
 		var same *quantize.OutputIsInputError
 		if errors.As(err, &same) {

@@ -169,3 +169,26 @@ func TestRefusesOutputOverInput(t *testing.T) {
 		t.Fatalf("a distinct --keep-split prefix: %v", err)
 	}
 }
+
+// TestRefusesADirectoryOutput: an OUT that is a directory is a usage error
+// (exit 2) before anything is quantized, not "rename d d: file exists"
+// (exit 1) after it all; so is a --keep-split shard name that is one.
+func TestRefusesADirectoryOutput(t *testing.T) {
+	dir := t.TempDir()
+	in := writeModel(t, dir, 0)[0]
+	splitDir := t.TempDir()
+	shards := writeModel(t, splitDir, 8)
+	out := t.TempDir()
+	if err := os.Mkdir(filepath.Join(out, filepath.Base(shards[1])), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{in, out}, {in, out + "/."}, {shards[0], filepath.Join(out, "m.gguf"), "--keep-split"}} {
+		err := execute(t, append(args, "--type", "q8_0")...)
+		if err == nil || !cmdutil.IsUsageError(err) || !strings.Contains(err.Error(), "is a directory") {
+			t.Errorf("%v: %v; want a usage error saying it is a directory", args, err)
+		}
+	}
+	if entries, _ := os.ReadDir(out); len(entries) != 1 {
+		t.Errorf("refused, but wrote %v", entries)
+	}
+}

@@ -164,6 +164,13 @@ func ParseIDs(s string) ([]int, error) {
 }
 
 func runRun(ctx context.Context, opts *RunOptions) error {
+	if opts.Trace != "" {
+		// Before the model loads: a trace that cannot be published would
+		// otherwise fail only after the whole generation.
+		if err := cmdutil.CheckOutput("run: --trace", opts.Trace, opts.Model); err != nil {
+			return err
+		}
+	}
 	m, err := opts.Flags.Open(opts.Model, opts.IO.ErrOut)
 	if err != nil {
 		return err

@@ -311,6 +311,9 @@ func Write(ctx context.Context, opts *SynthOptions) ([]string, error) {
 		return nil, err
 	}
 	splitting := opts.Split.MaxTensors > 0 || opts.Split.MaxBytes > 0
+	if err := checkOutputs(opts, kvs, infos, splitting); err != nil {
+		return nil, err
+	}
 	if err := checkFreeSpace(opts, kvs, infos, splitting); err != nil {
 		return nil, err
 	}
@@ -328,6 +331,30 @@ func Write(ctx context.Context, opts *SynthOptions) ([]string, error) {
 		return nil, err
 	}
 	return []string{opts.Output}, nil
+}
+
+// checkOutputs refuses, before anything is generated, output paths that
+// cannot be published (a directory, a pipe): the file, or each shard of
+// the split set.
+func checkOutputs(opts *SynthOptions, kvs []gguf.KV, infos []gguf.TensorInfo, splitting bool) error {
+	paths := []string{opts.Output}
+	if splitting {
+		sizes, err := gguf.SplitSizes(kvs, infos, opts.Split)
+		if err != nil {
+			return err
+		}
+		prefix := strings.TrimSuffix(opts.Output, ".gguf")
+		paths = paths[:0]
+		for i := range sizes {
+			paths = append(paths, gguf.ShardPath(prefix, i+1, len(sizes)))
+		}
+	}
+	for _, p := range paths {
+		if err := cmdutil.CheckOutput("synth: --output", p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkFreeSpace refuses a model that would not fit in the free space of

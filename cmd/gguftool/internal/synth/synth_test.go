@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
 	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/internal/filekind"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/synth"
 )
@@ -148,5 +150,29 @@ func TestPlannedBytesAreWhatIsWritten(t *testing.T) {
 		if planned != written {
 			t.Errorf("split %+v: planned %d bytes, wrote %d in %d files", split, planned, written, len(paths))
 		}
+	}
+}
+
+// TestWriteRefusesADirectory: an output that is a directory (or, split,
+// a shard name that is one) is a usage error (exit 2) before anything is
+// generated, not "rename d d: file exists" (exit 1) after it all.
+func TestWriteRefusesADirectory(t *testing.T) {
+	ios, _, _ := iostreams.Test()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "m-00002-of-00002.gguf"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		out   string
+		split gguf.SplitOptions
+	}{{dir, gguf.SplitOptions{}}, {dir + "/.", gguf.SplitOptions{}}, {filepath.Join(dir, "m.gguf"), gguf.SplitOptions{MaxTensors: 20}}} {
+		opts := &SynthOptions{IO: ios, Output: c.out, Config: synth.Defaults("qwen3moe"), Split: c.split}
+		_, err := Write(context.Background(), opts)
+		if err == nil || !cmdutil.IsUsageError(err) || !errors.Is(err, filekind.ErrWrongKind) || !strings.Contains(err.Error(), "is a directory") {
+			t.Errorf("-o %s, split %+v: %v; want a usage error saying it is a directory", c.out, c.split, err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("refused, but wrote %v", entries)
 	}
 }

@@ -100,9 +100,14 @@ capacity, one line per policy) as a self-contained SVG, published whole.
 With --json one document goes to stdout (schema ` + ReplaySchema + `).
 
 Refusals, with their exit codes: 2 for an unknown policy, a capacity that is
-not a percentage in (0, 100] or a count of at least 1, a --window below 1 or
-a --halflife that is not positive; 5 when TRACE does not exist; 3 when it
-is not a well-formed trace.
+not a percentage in (0, 100] or a count of at least 1, a --window below 1,
+a --halflife that is not positive, or an --svg that is TRACE or a
+directory; 5 when TRACE does not exist; 3 when it is not a well-formed
+trace.
+
+The trace is streamed, so memory does not grow with its length; Belady's
+next uses go to a temporary file in $TMPDIR (12 bytes a lookup, unlinked
+at once).
 
 Examples:
   gguftool trace replay run.trace.zst
@@ -150,6 +155,11 @@ Examples:
 }
 
 func traceReplayRun(ctx context.Context, opts *TraceReplayOptions) error {
+	if opts.SVG != "" {
+		if err := cmdutil.CheckOutput("trace replay: --svg", opts.SVG, opts.Path); err != nil {
+			return err
+		}
+	}
 	r, err := RunReplay(ctx, opts)
 	if err != nil {
 		return err

@@ -212,9 +212,10 @@ with --json one document on stdout (schema ` + ImportSchema + `):
    "format": "dense-u16", "output": "routes.trace.zst", "model": "",
    "layers": 48, "experts": 128, "top_k": 8, "steps": 4096, "records": 1572864}
 
-Refusals, with their exit codes: 2 for a --format not listed above or a
+Refusals, with their exit codes: 2 for a --format not listed above, a
 geometry a trace cannot hold (--layers, --experts or --top-k missing or out
-of range, top-k above the experts, a --model-name too long); 5 when IN or
+of range, top-k above the experts, a --model-name too long), or an OUT that
+is IN (by any path, symbolic or hard link) or a directory; 5 when IN or
 OUT's directory does not exist; 3 when IN is not what --format says (an expert beyond --experts,
 more layers than --layers, a truncated record or step).
 
@@ -250,6 +251,9 @@ Examples:
 }
 
 func traceImportRun(_ context.Context, opts *TraceImportOptions) error {
+	if err := cmdutil.CheckOutput("trace import: OUT", opts.Out, opts.In); err != nil {
+		return err
+	}
 	in, err := filekind.Open(opts.In)
 	if err != nil {
 		return err
