@@ -1,9 +1,13 @@
 package run
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -14,7 +18,9 @@ import (
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/runflags"
 	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/synth"
 )
 
 func TestNewCmdRun(t *testing.T) {
@@ -95,5 +101,83 @@ func TestRunNotesOnce(t *testing.T) {
 		if n := strings.Count(stderr.String(), note); n != 1 {
 			t.Errorf("%q said %d times on stderr:\n%s", note, n, stderr)
 		}
+	}
+}
+
+// execRun runs `gguftool run ARGS` and returns its error and stdout.
+func execRun(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmdtest.UnsetEnv(t)
+	ios, stdout, _ := iostreams.Test()
+	cmd := NewCmdRun(&cmdutil.Factory{IOStreams: ios}, nil)
+	cmd.SetFlagErrorFunc(cmdutil.FlagErrorFunc)
+	cmd.SetArgs(args)
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	err := cmd.ExecuteContext(context.Background())
+	return stdout.String(), err
+}
+
+// TestTinyTemperatureRunsGreedy: --temperature 1e-308 (accepted as valid)
+// generates the greedy tokens, not the least likely token every step.
+func TestTinyTemperatureRunsGreedy(t *testing.T) {
+	model := cmdtest.TinyModel(t, t.TempDir())
+	tokens := func(temp string) []int {
+		out, err := execRun(t, model, "--prompt-ids", "1,2,3", "-n", "8", "--ignore-eos", "--json", "--temperature", temp, "--seed", "5")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Tokens
+	}
+	if greedy, tiny := tokens("0"), tokens("1e-308"); !cmp.Equal(tiny, greedy) {
+		t.Errorf("--temperature 1e-308 generated %v, greedy %v", tiny, greedy)
+	}
+}
+
+// TestNonFiniteModelFails: a model whose metadata makes its forward pass
+// overflow (expert_weights_scale 1e30) fails as a malformed model (exit
+// 3) naming the layer, instead of printing tokens [0 0 0 0] and exiting 0.
+func TestNonFiniteModelFails(t *testing.T) {
+	c := synth.Defaults("glm4moe")
+	kvs, tensors, err := c.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range kvs {
+		if kvs[i].Key == "glm4moe.expert_weights_scale" {
+			kvs[i].Value = gguf.Float32(1e30)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := gguf.WriteFile(context.Background(), path, kvs, tensors, gguf.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := execRun(t, path, "--prompt-ids", "1,2,3", "-n", "4", "--json")
+	if !errors.Is(err, gguf.ErrFormat) || !strings.Contains(err.Error(), "layer") {
+		t.Errorf("run: %v, printed %q; want a malformed-model error naming the layer", err, out)
+	}
+}
+
+// TestTraceOutputRefused: a --trace that is a directory or the model
+// itself is a usage error (exit 2) before the model loads; it used to
+// fail after the whole generation (exit 1), or replace the model.
+func TestTraceOutputRefused(t *testing.T) {
+	dir := t.TempDir()
+	model := cmdtest.TinyModel(t, dir)
+	before, err := os.ReadFile(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, trace := range []string{dir, model} {
+		if _, err := execRun(t, model, "--prompt-ids", "1,2", "-n", "2", "--trace", trace); err == nil || !cmdutil.IsUsageError(err) {
+			t.Errorf("--trace %s: %v; want a usage error", trace, err)
+		}
+	}
+	if now, err := os.ReadFile(model); err != nil || !bytes.Equal(now, before) {
+		t.Errorf("the model changed: %v", err)
 	}
 }
