@@ -15,7 +15,7 @@ import (
 // experts, top-k: prompts of random lengths (some longer than
 // PrefillBatch, so batches split) between runs of decoded positions,
 // experts skewed towards a few hot ones.
-func randomTraceBytes(t *testing.T, r *rand.Rand, layers, experts, topK, steps int) []byte {
+func randomTraceBytes(t testing.TB, r *rand.Rand, layers, experts, topK, steps int) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	w, err := trace.NewWriter(&b, trace.Header{Layers: layers, Experts: experts, TopK: topK})
@@ -132,4 +132,58 @@ func TestReplayStreamRefuses(t *testing.T) {
 			t.Errorf("%+v: no error", runs)
 		}
 	}
+}
+
+// FuzzReplayStream: on any bytes, streaming and loading agree: both
+// refuse a malformed trace with the same error, or give the same counts
+// for every policy, with one cache or one per layer.
+func FuzzReplayStream(f *testing.F) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for _, shape := range [][4]int{{2, 8, 2, 40}, {1, 4, 1, 30}, {3, 16, 3, 60}} {
+		f.Add(randomTraceBytes(f, r, shape[0], shape[1], shape[2], shape[3]), false, uint8(3))
+	}
+	f.Add(randomTraceBytes(f, r, 2, 8, 2, 40)[:100], true, uint8(1))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte, perLayer bool, capacity uint8) {
+		if len(data) > 16<<10 {
+			// Every policy scans its cache per eviction: a long trace at
+			// hundreds of slots takes seconds and finds nothing a short
+			// one does not.
+			return
+		}
+		tr, err := trace.NewReader(bytes.NewReader(data), "fuzz")
+		if err != nil {
+			return
+		}
+		a, loadErr := Load(context.Background(), tr)
+		var runs []Run
+		for _, c := range []int{0, int(capacity), 3 * int(capacity)} {
+			for _, p := range Policies {
+				runs = append(runs, Run{Policy: p, Capacity: c})
+			}
+		}
+		scratch, err := os.CreateTemp(dir, "next")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(scratch.Name())
+		defer scratch.Close()
+		tr, _ = trace.NewReader(bytes.NewReader(data), "fuzz")
+		got, _, err := ReplayStream(context.Background(), tr, runs, perLayer, DefaultOptions, scratch)
+		if (err == nil) != (loadErr == nil) || err != nil && err.Error() != loadErr.Error() {
+			t.Fatalf("streamed: %v; loaded: %v", err, loadErr)
+		}
+		if err != nil {
+			return
+		}
+		for i, run := range runs {
+			want, err := a.Replay(run.Policy, run.Capacity, perLayer, DefaultOptions)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[i] != want {
+				t.Fatalf("%s at %d, per-layer %v: streamed %+v, loaded %+v", run.Policy, run.Capacity, perLayer, got[i], want)
+			}
+		}
+	})
 }

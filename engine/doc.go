@@ -15,6 +15,10 @@
 // kernels bit for bit. Norms, RoPE, softmax and the router follow the ggml
 // operators they replace (docs/engine.md). With F32 weights and an F32
 // KV cache the log-probabilities agree with llama.cpp to about 1e-5.
+// A pass that overflows (NaN, an infinity, or a hidden state the next
+// norm cannot square in float32) fails with a NumericError naming the
+// position and layer instead of returning logits no token can be drawn
+// from.
 //
 // # Determinism
 //

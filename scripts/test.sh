@@ -31,7 +31,7 @@ echo "== fuzz (${GGUFTOOL_FUZZTIME:-15s} per target)"
 for target in ./gguf:FuzzReader ./gguf:FuzzOpenSet ./gguf/quant:FuzzDequantize ./gguf/quant:FuzzQuantize ./gguf/quant:FuzzVecDot ./gguf/quant:FuzzVectorKernels \
               ./quantize:FuzzLoadImatrix ./container:FuzzContainer ./container:FuzzManifest ./resident:FuzzManifest \
               ./tiers:FuzzConfig ./tiers:FuzzJournal ./tiers:FuzzObjectURL ./tiers:FuzzListing ./trace:FuzzTrace ./trace:FuzzTraceImport ./tokenizer:FuzzTokenizer \
-              ./server:FuzzRequest ./chattmpl:FuzzTemplate ./engine:FuzzHparams ./cachelab:FuzzParse ./planner:FuzzParse; do
+              ./server:FuzzRequest ./chattmpl:FuzzTemplate ./engine:FuzzHparams ./cachelab:FuzzParse ./cachelab:FuzzReplayStream ./planner:FuzzParse; do
   # Go's fuzz engine occasionally ends a run with a bare "context deadline
   # exceeded" when -fuzztime expires while a worker is busy on a loaded
   # machine; that (and only that: no failing input written) is retried once.

@@ -78,9 +78,10 @@ and the compute bound; --json prints the plan itself (schema ` + planner.Schema 
 
 Refusals, with their exit codes: 2 for --ram that is not a size, a queue
 depth below 1, -n below 2, --prompt-tokens below 1, a --tolerance outside
-[0, 1), or an -o that is a directory or the --trace; 5 when PACK, --trace or a --tiers directory does not exist; 3 when
-PACK or the trace is malformed; 1 when the trace is of another model or
-PACK streams no experts.
+[0, 1), or an -o that is a directory or the --trace; 5 when PACK, --trace
+or a --tiers directory does not exist; 3 when PACK or the trace is
+malformed; 1 when the trace is of another model or PACK streams no
+experts.
 
 Examples:
   gguftool plan /nvme/kimi.pack --ram 24GiB
