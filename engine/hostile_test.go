@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"slices"
@@ -182,10 +183,11 @@ func TestHostileHparamsRefused(t *testing.T) {
 		{"qwen35moe", map[string]gguf.Value{"qwen35moe.rope.dimension_sections": gguf.Array([]int32{1, 1, 1, 0})}, "rope.dimension_sections"},
 		{"qwen35moe", map[string]gguf.Value{"qwen35moe.rope.dimension_sections": gguf.Array([]int32{4, 2, 2, 0})}, "rope.dimension_sections"},
 	} {
+		what := fmt.Sprint(c.set) // metadataOnly consumes the map
 		_, err := ReadHparams(metadataOnly(t, c.arch, nil, c.set))
 		var me *ModelError
 		if !errors.As(err, &me) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s %v: %v; want a malformed-model error naming %s", c.arch, c.set, err, c.want)
+			t.Errorf("%s %s: %v; want a malformed-model error naming %s", c.arch, what, err, c.want)
 		}
 	}
 	// What the synth layouts write is in range.
