@@ -396,13 +396,22 @@ func (s *Server) wrap(endpoint string, h func(http.ResponseWriter, *http.Request
 	}
 }
 
-// refuseUnread answers a request whose body has not been read and closes
-// the connection after it. Otherwise net/http would read the rest of the
-// body first, to keep the connection, and a client that sends part of one
-// would get no answer until it sent the rest.
+// refuseUnread answers a request whose body has not been read, and
+// closes the connection after it.
 func refuseUnread(w http.ResponseWriter, rl *reqLog, e *APIError) {
-	w.Header().Set("Connection", "close")
+	closeUnread(w)
 	writeError(w, rl, e)
+}
+
+// closeUnread makes the connection close after the answer without reading
+// what is left of the request body. Otherwise net/http would read the
+// rest, to keep the connection, and a client that sends part of a body
+// would hold the connection as long as it liked: the header keeps the
+// connection from being reused, and the read deadline of now makes that
+// read end at once once the answer is written.
+func closeUnread(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
 func newID() string {
@@ -441,31 +450,31 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request, rl *reqLog) {
 
 // readBody reads a POST body within the size limit and ReadTimeout.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *APIError) {
-	// The deadline is the body's alone: it is lifted once the body is in,
-	// since net/http then reads on in the background to notice a client
-	// that goes away, and a deadline passing there would cancel the
-	// request as if it had.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout))
-	defer rc.SetReadDeadline(time.Time{})
 	// Any Content-Type is accepted (curl -d sends a form type), as
 	// llama-server does: the body must be a JSON object whatever it says.
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		var mb *http.MaxBytesError
-		var ne net.Error
-		switch {
-		case errors.As(err, &mb):
-			return nil, &APIError{Status: 413, Type: "invalid_request_error", Message: fmt.Sprintf("request body over %d bytes", mb.Limit)}
-		case errors.As(err, &ne) && ne.Timeout():
-			w.Header().Set("Connection", "close")
-			return nil, &APIError{Status: 408, Type: "invalid_request_error", Code: "request_timeout",
-				Message: fmt.Sprintf("the request body did not arrive within %s", s.cfg.ReadTimeout)}
-		}
-		w.Header().Set("Connection", "close")
-		return nil, badRequest("", "reading the body: %v", err)
+	if err == nil {
+		// The deadline is the body's alone: net/http now reads on in the
+		// background to notice a client that goes away, and a deadline
+		// passing there would cancel the request as if it had.
+		_ = rc.SetReadDeadline(time.Time{})
+		return body, nil
 	}
-	return body, nil
+	var mb *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case errors.As(err, &mb):
+		closeUnread(w)
+		return nil, &APIError{Status: 413, Type: "invalid_request_error", Message: fmt.Sprintf("request body over %d bytes", mb.Limit)}
+	case errors.As(err, &ne) && ne.Timeout():
+		closeUnread(w)
+		return nil, &APIError{Status: 408, Type: "invalid_request_error", Code: "request_timeout",
+			Message: fmt.Sprintf("the request body did not arrive within %s", s.cfg.ReadTimeout)}
+	}
+	closeUnread(w)
+	return nil, badRequest("", "reading the body: %v", err)
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog) {

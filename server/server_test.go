@@ -29,6 +29,17 @@ func testModel(t testing.TB) *engine.Model { return testModelWith(t, nil) }
 // testModelWith is testModel with the synth config changed.
 func testModelWith(t testing.TB, mutate func(*synth.Config)) *engine.Model {
 	t.Helper()
+	m, err := engine.Open(writeTestModel(t, mutate), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// writeTestModel writes testModelWith's model and returns its path.
+func writeTestModel(t testing.TB, mutate func(*synth.Config)) string {
+	t.Helper()
 	c := synth.Defaults("qwen3moe")
 	c.Type = gguf.TypeQ8_0
 	c.Experts, c.ExpertsUsed = 16, 4
@@ -43,12 +54,7 @@ func testModelWith(t testing.TB, mutate func(*synth.Config)) *engine.Model {
 	if err := gguf.WriteFile(context.Background(), path, kvs, tensors, gguf.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := engine.Open(path, engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
+	return path
 }
 
 func testConfig(m *engine.Model) Config {
