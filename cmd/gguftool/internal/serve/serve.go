@@ -26,25 +26,29 @@ import (
 
 // ServeOptions are the parsed flags of `gguftool serve`.
 type ServeOptions struct {
-	IO               *iostreams.IOStreams
-	Model            string
-	Addr             string
-	APIKey           string
-	ModelName        string
-	Queue            int
-	Parallel         int
-	PrefillChunk     int
-	PrefixCache      int64
-	RequestTimeout   time.Duration
-	MaxBody          int64
-	MaxTokens        int
-	DefaultMaxTokens int
-	Context          int
-	Grace            time.Duration
-	LogFormat        string
-	Config           string
-	ChatTemplate     string // a Jinja file replacing the GGUF's chat template
-	Flags            runflags.Model
+	IO             *iostreams.IOStreams
+	Model          string
+	Addr           string
+	APIKey         string
+	ModelName      string
+	Queue          int
+	Parallel       int
+	PrefillChunk   int
+	PrefixCache    int64
+	RequestTimeout time.Duration
+	// The connections' timeouts and cap (server.Config's fields of the
+	// same names).
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	MaxConnections                                            int
+	MaxBody                                                   int64
+	MaxTokens                                                 int
+	DefaultMaxTokens                                          int
+	Context                                                   int
+	Grace                                                     time.Duration
+	LogFormat                                                 string
+	Config                                                    string
+	ChatTemplate                                              string // a Jinja file replacing the GGUF's chat template
+	Flags                                                     runflags.Model
 	// Ready, if set, is called with the address once the server listens
 	// (tests use it).
 	Ready func(addr string)
@@ -94,13 +98,25 @@ tokens it would get alone, bit for bit. The states of recent prompts are
 kept, within --prefix-cache bytes, so a request whose prompt begins like
 a recent one (the same system prompt, the same chat history) starts from
 there; usage.prompt_tokens_details.cached_tokens says how many tokens
-that spared. Up to --queue more wait (past
-that: 429 with Retry-After). Each request is cancelled when its client disconnects or
-after --request-timeout; a waiting request whose client disconnects leaves
-the queue at once, so its slot goes to the next client, and /metrics
-counts it in gguftool_cancelled_requests_total{stage="queued"} (status
-499 in the request log). SIGTERM or SIGINT stops accepting, lets requests
-in flight finish for up to --shutdown-grace, then cancels them.
+that spared. Up to --queue more wait (past that: 429 with Retry-After). A
+request takes its place before its body is read and keeps it until its
+answer is written, and bodies are tokenized at most --max-body bytes at a
+time, so memory is bounded by --queue and --parallel whatever clients
+send. Each request is cancelled when its client disconnects or after
+--request-timeout; a waiting request whose client disconnects leaves the
+queue at once, so its place goes to the next client, and /metrics counts
+it in gguftool_cancelled_requests_total{stage="queued"} (status 499 in
+the request log). SIGTERM or SIGINT stops accepting, lets requests in
+flight finish for up to --shutdown-grace, then cancels them.
+
+A client that stops reading its stream never delays the others: once
+its request's small buffer is full the request is paused, left out of the
+batch's steps, until the client reads again, and each write to it must be
+taken within --write-timeout (per write, not per response, so long
+streams live on) or the request is cut. Headers must arrive within
+--read-header-timeout and a body within --read-timeout (408 otherwise);
+an idle keep-alive connection is closed after --idle-timeout; past
+--max-connections open connections a new one is answered 503 and closed.
 
 A request without max_tokens gets --default-max-tokens. serve refuses to
 start (exit code 2) when that is over --max-tokens or leaves no room for a
@@ -109,9 +125,12 @@ such request with 400.
 
 The server listens on loopback unless --addr says otherwise; any other
 address requires --api-key (or $GGUFTOOL_API_KEY), which clients then send
-as "Authorization: Bearer KEY". --api-key KEY1,KEY2,… accepts any of the
-keys, one per team or tenant, and admits waiting requests round-robin
-across them, so one key's burst cannot starve another's. Bodies over --max-body and max_tokens over
+as "Authorization: Bearer KEY" (the scheme in any case); a request
+without it gets 401 before its body is read. --api-key KEY1,KEY2,…
+accepts any of the keys (trimmed of spaces), one per team or tenant, and
+admits waiting requests round-robin across them, so one key's burst
+cannot starve another's; without a key, requests are admitted first come,
+first served, whatever Authorization they carry. Bodies over --max-body and max_tokens over
 --max-tokens are refused with 4xx and an OpenAI-style error body. While it
 runs, the server holds a shared lease on MODEL when MODEL lies in a
 storage tier (--config), so gguftool migrate/evict cannot move it away.
@@ -121,7 +140,9 @@ serve refuses, naming the flag, before it loads anything (exit code 2): a
 malformed --addr (not HOST:PORT with a port number), a non-loopback --addr
 without an API key, --queue below 0, --parallel outside 1..512,
 --prefill-chunk below 1, --request-timeout not positive,
---shutdown-grace negative, --max-body under 1KiB, --max-tokens or
+--api-key that names no key (such as ","), --read-header-timeout,
+--read-timeout, --write-timeout or --idle-timeout not positive,
+--max-connections below 1, --shutdown-grace negative, --max-body under 1KiB, --max-tokens or
 --default-max-tokens below 1, --default-max-tokens over --max-tokens,
 --ctx below 0 or equal to 1, --log-format other than text or json,
 --chat-template not a readable file, and
@@ -158,6 +179,11 @@ Examples:
 	fl.IntVar(&o.PrefillChunk, "prefill-chunk", 64, "most prompt tokens a request evaluates per step, so long prompts do not stall decoding (≥ 1)")
 	fl.Var(cmdutil.SizeValue{N: &o.PrefixCache}, "prefix-cache", "memory for the states of recent prompts, reused by requests that begin the same way (0: none; default 256MiB)")
 	fl.DurationVar(&o.RequestTimeout, "request-timeout", 10*time.Minute, "longest a request may take, queueing included (> 0)")
+	fl.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", server.DefaultReadHeaderTimeout, "longest a client may take to send a request's headers (> 0)")
+	fl.DurationVar(&o.ReadTimeout, "read-timeout", server.DefaultReadTimeout, "longest a client may take to send a request's body, 408 past it (> 0)")
+	fl.DurationVar(&o.WriteTimeout, "write-timeout", server.DefaultWriteTimeout, "longest a client may take to accept each write of a response, a stream's every event; past it the request is cut (> 0)")
+	fl.DurationVar(&o.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, "longest a keep-alive connection may sit idle between requests (> 0)")
+	fl.IntVar(&o.MaxConnections, "max-connections", server.DefaultMaxConnections, "most client connections open at once; one past it gets 503 (≥ 1)")
 	fl.Var(cmdutil.SizeValue{N: &o.MaxBody}, "max-body", "largest request body, at least 1KiB (default 1MiB)")
 	fl.IntVar(&o.MaxTokens, "max-tokens", 4096, "largest max_tokens a request may ask for")
 	fl.IntVar(&o.DefaultMaxTokens, "default-max-tokens", 256, "max_tokens when a request does not say: at most --max-tokens, and below the context")
@@ -182,8 +208,12 @@ func (o *ServeOptions) validate() error {
 	if err := checkAddr(o.Addr); err != nil {
 		return err
 	}
+	keys, err := server.ParseAPIKeys(o.APIKey)
+	if err != nil {
+		return cmdutil.FlagErrorf("--api-key: %v", err)
+	}
 	switch {
-	case !loopback(o.Addr) && o.APIKey == "":
+	case !loopback(o.Addr) && len(keys) == 0:
 		return cmdutil.FlagErrorf("--addr %s is not loopback: set --api-key (or $GGUFTOOL_API_KEY)", o.Addr)
 	case o.Queue < 0:
 		return cmdutil.FlagErrorf("--queue %d: must be at least 0", o.Queue)
@@ -193,6 +223,16 @@ func (o *ServeOptions) validate() error {
 		return cmdutil.FlagErrorf("--prefill-chunk %d: must be at least 1", o.PrefillChunk)
 	case o.RequestTimeout <= 0:
 		return cmdutil.FlagErrorf("--request-timeout %s: must be positive", o.RequestTimeout)
+	case o.ReadHeaderTimeout <= 0:
+		return cmdutil.FlagErrorf("--read-header-timeout %s: must be positive", o.ReadHeaderTimeout)
+	case o.ReadTimeout <= 0:
+		return cmdutil.FlagErrorf("--read-timeout %s: must be positive", o.ReadTimeout)
+	case o.WriteTimeout <= 0:
+		return cmdutil.FlagErrorf("--write-timeout %s: must be positive", o.WriteTimeout)
+	case o.IdleTimeout <= 0:
+		return cmdutil.FlagErrorf("--idle-timeout %s: must be positive", o.IdleTimeout)
+	case o.MaxConnections < 1:
+		return cmdutil.FlagErrorf("--max-connections %d: must be at least 1", o.MaxConnections)
 	case o.Grace < 0:
 		return cmdutil.FlagErrorf("--shutdown-grace %s: must not be negative (0 cancels requests in flight at once)", o.Grace)
 	case o.MaxBody < minBody:
@@ -213,7 +253,7 @@ func (o *ServeOptions) validate() error {
 			return cmdutil.FlagErrorf("--chat-template %s: not a readable file", o.ChatTemplate)
 		}
 	}
-	_, err := o.Flags.Options() // the model flags, checked before anything loads
+	_, err = o.Flags.Options() // the model flags, checked before anything loads
 	return err
 }
 
@@ -307,8 +347,9 @@ func ServeRun(ctx context.Context, o *ServeOptions) error {
 		return err
 	}
 	cfg := server.Config{Model: m, ModelName: name, QueueSize: o.Queue, Parallel: o.Parallel, PrefillChunk: o.PrefillChunk, PrefixCacheBytes: o.PrefixCache,
-		RequestTimeout: o.RequestTimeout,
-		MaxBodyBytes:   o.MaxBody, MaxTokens: o.MaxTokens, DefaultMaxTokens: o.DefaultMaxTokens, Context: ctxLen,
+		RequestTimeout: o.RequestTimeout, ReadHeaderTimeout: o.ReadHeaderTimeout, ReadTimeout: o.ReadTimeout,
+		WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout, MaxConnections: o.MaxConnections,
+		MaxBodyBytes: o.MaxBody, MaxTokens: o.MaxTokens, DefaultMaxTokens: o.DefaultMaxTokens, Context: ctxLen,
 		APIKey: o.APIKey, Logger: log}
 	if o.ChatTemplate != "" {
 		src, err := os.ReadFile(o.ChatTemplate)

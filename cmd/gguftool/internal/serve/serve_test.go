@@ -20,6 +20,7 @@ import (
 
 func TestNewCmdServe(t *testing.T) {
 	defaults := ServeOptions{Addr: "127.0.0.1:8080", Queue: 16, Parallel: 8, PrefillChunk: 64, PrefixCache: 256 << 20, RequestTimeout: 10 * time.Minute, MaxBody: 1 << 20, MaxTokens: 4096,
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxConnections: 512,
 		DefaultMaxTokens: 256, Grace: 30 * time.Second, LogFormat: "text", Flags: runflags.Model{ExpertCache: "auto", Policy: "lru", IO: "auto"}}
 	with := func(edit func(*ServeOptions)) ServeOptions {
 		o := defaults
@@ -31,12 +32,14 @@ func TestNewCmdServe(t *testing.T) {
 		{
 			Name: "every flag",
 			Args: "m.pack --addr 0.0.0.0:9000 --api-key k --model-name qwen --queue 4 --parallel 3 --prefill-chunk 16 --prefix-cache 0 --request-timeout 30s --max-body 64KiB " +
-				"--max-tokens 512 --default-max-tokens 64 --ctx 2048 --shutdown-grace 5s --log-format json --config tiers.json --expert-cache-slots 2",
+				"--max-tokens 512 --default-max-tokens 64 --ctx 2048 --shutdown-grace 5s --log-format json --config tiers.json --expert-cache-slots 2 " +
+				"--read-header-timeout 2s --read-timeout 3s --write-timeout 4s --idle-timeout 5s --max-connections 64",
 			Want: with(func(o *ServeOptions) {
 				o.Model, o.Addr, o.APIKey, o.ModelName, o.Queue, o.RequestTimeout, o.MaxBody = "m.pack", "0.0.0.0:9000", "k", "qwen", 4, 30*time.Second, 64<<10
 				o.MaxTokens, o.DefaultMaxTokens, o.Context, o.Grace, o.LogFormat, o.Config = 512, 64, 2048, 5*time.Second, "json", "tiers.json"
 				o.Flags.ExpertSlots = 2
 				o.Parallel, o.PrefillChunk, o.PrefixCache = 3, 16, 0
+				o.ReadHeaderTimeout, o.ReadTimeout, o.WriteTimeout, o.IdleTimeout, o.MaxConnections = 2*time.Second, 3*time.Second, 4*time.Second, 5*time.Second, 64
 			}),
 		},
 		{
@@ -47,6 +50,16 @@ func TestNewCmdServe(t *testing.T) {
 				o.Model, o.Addr, o.APIKey, o.Flags.ExpertCache = "m.pack", "0.0.0.0:8081", "secret", "8GiB"
 			}),
 		},
+		{Name: "keys with spaces off loopback", Args: "m.pack --addr 0.0.0.0:8080", Env: map[string]string{"GGUFTOOL_API_KEY": "aaa, bbb"},
+			Want: with(func(o *ServeOptions) { o.Model, o.Addr, o.APIKey = "m.pack", "0.0.0.0:8080", "aaa, bbb" })},
+		{Name: "a key list of commas", Args: "m.pack --api-key ,", WantErr: `--api-key: API key list "," holds no key`},
+		{Name: "a key list of spaces off loopback", Args: "m.pack --addr 0.0.0.0:8080", Env: map[string]string{"GGUFTOOL_API_KEY": " , "},
+			WantErr: `--api-key: API key list " , " holds no key`},
+		{Name: "zero read header timeout", Args: "m.pack --read-header-timeout 0s", WantErr: "--read-header-timeout 0s: must be positive"},
+		{Name: "negative read timeout", Args: "m.pack --read-timeout -1s", WantErr: "--read-timeout -1s: must be positive"},
+		{Name: "zero write timeout", Args: "m.pack --write-timeout 0s", WantErr: "--write-timeout 0s: must be positive"},
+		{Name: "zero idle timeout", Args: "m.pack --idle-timeout 0s", WantErr: "--idle-timeout 0s: must be positive"},
+		{Name: "no connections", Args: "m.pack --max-connections 0", WantErr: "--max-connections 0: must be at least 1"},
 		{Name: "max body with a decimal suffix", Args: "m.pack --max-body 2M", Want: with(func(o *ServeOptions) { o.Model, o.MaxBody = "m.pack", 2e6 })},
 		{Name: "off loopback without a key", Args: "m.pack --addr 0.0.0.0:8080", WantErr: "not loopback: set --api-key"},
 		{Name: "every interface with a key", Args: "m.pack --addr :8080 --api-key k",
