@@ -130,10 +130,11 @@ without it gets 401 before its body is read. --api-key KEY1,KEY2,…
 accepts any of the keys (trimmed of spaces), one per team or tenant, and
 admits waiting requests round-robin across them, so one key's burst
 cannot starve another's; without a key, requests are admitted first come,
-first served, whatever Authorization they carry. Bodies over --max-body and max_tokens over
---max-tokens are refused with 4xx and an OpenAI-style error body. While it
-runs, the server holds a shared lease on MODEL when MODEL lies in a
-storage tier (--config), so gguftool migrate/evict cannot move it away.
+first served, whatever Authorization they carry. Bodies over --max-body
+and max_tokens over --max-tokens are refused with 4xx and an OpenAI-style
+error body. While it runs, the server holds a shared lease on MODEL when
+MODEL lies in a storage tier (--config), so gguftool migrate/evict cannot
+move it away.
 One log line per request (slog, with its id) goes to stderr.
 
 serve refuses, naming the flag, before it loads anything (exit code 2): a
@@ -142,8 +143,8 @@ without an API key, --queue below 0, --parallel outside 1..512,
 --prefill-chunk below 1, --request-timeout not positive,
 --api-key that names no key (such as ","), --read-header-timeout,
 --read-timeout, --write-timeout or --idle-timeout not positive,
---max-connections below 1, --shutdown-grace negative, --max-body under 1KiB, --max-tokens or
---default-max-tokens below 1, --default-max-tokens over --max-tokens,
+--max-connections below 1, --shutdown-grace negative, --max-body under
+1KiB, --max-tokens or --default-max-tokens below 1, --default-max-tokens over --max-tokens,
 --ctx below 0 or equal to 1, --log-format other than text or json,
 --chat-template not a readable file, and
 a malformed model flag below (--threads, --expert-cache, --cache-policy,
