@@ -114,11 +114,13 @@ func (s *Server) admit(live []*sequence) ([]*sequence, bool) {
 		// Its context ended after its handler last looked: the handler
 		// now waits for this end.
 		if err := j.ctx.Err(); err != nil {
+			s.queue.left()
 			j.events <- event{done: true, err: err, queued: true}
 			continue
 		}
 		sess, keep, err := s.session(j)
 		if err != nil {
+			s.queue.left()
 			j.events <- event{done: true, err: err}
 			continue
 		}
@@ -257,5 +259,6 @@ func (s *Server) end(q *sequence, ev event) {
 		}
 	}
 	s.metrics.generated(tel, s.cfg.Model.Experts().Stats())
+	s.queue.left()
 	q.j.events <- ev
 }

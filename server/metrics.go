@@ -28,7 +28,7 @@ type metrics struct {
 	// they were in: "queued" or "running".
 	cancelled  map[string]uint64
 	inFlight   int
-	queued     int // requests in the queue: not yet taken by the worker, nor cancelled
+	queued     int // requests holding a place and not running (jobQueue), cancelled ones not included
 	queueCap   int
 	experts    engine.SourceStats
 	cacheSlots int

@@ -10,9 +10,10 @@ import (
 // A request takes a place (reserve) before its body is read and keeps it
 // until its answer is written (release), so everything a request costs
 // (its body, its tokens, its session) is held by at most limit + parallel
-// requests: those being read and tokenized, those waiting, and those
-// running. Past that a request is refused (429) before anything of it is
-// read. The places not running are the queue's depth.
+// requests: those being read and tokenized, those waiting, those running
+// and those whose answers are being written. Past that a request is
+// refused (429) before anything of it is read. The places not running are
+// the queue's depth.
 //
 // The waiting jobs are a list rather than a channel so that a job whose
 // client gave up, or whose timeout passed, leaves it at once: its place
@@ -29,7 +30,7 @@ type jobQueue struct {
 	limit   int // places beyond the running ones
 	places  int // limit + the worker's batch
 	held    int // places taken
-	running int // of those, by jobs the worker has taken
+	running int // of those, by jobs in the worker's batch
 	last    string
 	closed  bool
 	metrics *metrics
@@ -59,15 +60,23 @@ func (q *jobQueue) reserve() (ok, closed bool) {
 	return true, false
 }
 
-// release gives back a place; j is the job that held it, nil when the
-// request ended before it made one.
-func (q *jobQueue) release(j *job) {
+// release gives back a place once its request's answer is written.
+func (q *jobQueue) release() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.held--
-	if j != nil && j.taken {
-		q.running--
-	}
+	q.metrics.setQueued(q.held - q.running)
+}
+
+// left records that the worker is done with a job it took, before it
+// sends the job's end. Its place stays held until the handler has
+// written the answer; meanwhile it counts with the places not running,
+// so the running ones never number more than the batch holds and a 429
+// always finds at least the limit not running.
+func (q *jobQueue) left() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.running--
 	q.metrics.setQueued(q.held - q.running)
 }
 
@@ -117,7 +126,6 @@ func (q *jobQueue) take(wait bool) (*job, bool) {
 	j := q.waiting[i]
 	q.last = j.tenant
 	q.waiting = slices.Delete(q.waiting, i, i+1)
-	j.taken = true
 	q.running++
 	q.metrics.setQueued(q.held - q.running)
 	return j, true

@@ -506,8 +506,7 @@ func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, rl *req
 			Message: fmt.Sprintf("%d requests are already waiting; retry later", s.cfg.QueueSize)})
 		return
 	}
-	var j *job
-	defer func() { s.queue.release(j) }()
+	defer s.queue.release()
 	body, aerr := s.readBody(w, r)
 	if aerr != nil {
 		writeError(w, rl, aerr)
@@ -531,7 +530,7 @@ func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, rl *req
 		writeError(w, rl, aerr)
 		return
 	}
-	j = s.generate(ctx, cancel, w, r, rl, prompt, p, chat)
+	s.generate(ctx, cancel, w, r, rl, prompt, p, chat)
 }
 
 // completionPrompt decodes a completion request and tokenizes its prompt.
@@ -676,7 +675,6 @@ type job struct {
 	// at most, the worker pausing the job rather than waiting on a full
 	// buffer.
 	events chan event
-	taken  bool // the worker took it off the queue (jobQueue.mu)
 }
 
 // event is a piece of a generation: new text, or the end.
@@ -698,25 +696,24 @@ type tokenInfo struct {
 }
 
 // generate queues a job for the prompt and writes what the worker sends
-// for it; it returns the job (nil when none was queued). cancel ends ctx,
-// the job's context: the handler cancels when its client does not take a
-// write.
+// for it. cancel ends ctx, the job's context: the handler cancels when its
+// client does not take a write.
 func (s *Server) generate(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, rl *reqLog,
-	prompt []int, p params, chat bool) *job {
+	prompt []int, p params, chat bool) {
 	rl.attrs = append(rl.attrs, "prompt_tokens", len(prompt), "max_tokens", p.maxTokens, "stream", p.stream)
 	if len(prompt) == 0 {
 		writeError(w, rl, badRequest("prompt", "the prompt is empty"))
-		return nil
+		return
 	}
 	if len(prompt)+p.maxTokens > s.cfg.Context {
 		writeError(w, rl, &APIError{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded",
 			Message: fmt.Sprintf("%d prompt tokens + max_tokens %d exceed the context of %d", len(prompt), p.maxTokens, s.cfg.Context)})
-		return nil
+		return
 	}
 	j := &job{ctx: ctx, tenant: rl.lane, arrived: time.Now(), prompt: prompt, p: p, events: make(chan event, streamBuffer)}
 	if !s.queue.push(j) {
 		writeError(w, rl, &APIError{Status: 503, Type: "server_error", Message: "the server is shutting down"})
-		return j
+		return
 	}
 	// A paused job's end (its client gone, its timeout passed) must reach
 	// a worker that may be waiting with every job paused.
@@ -747,7 +744,7 @@ func (s *Server) generate(ctx context.Context, cancel context.CancelFunc, w http
 		}
 		if ev.done {
 			out.finish(ev)
-			return j
+			return
 		}
 		if err := out.piece(ev); err != nil {
 			// The client did not take the write within WriteTimeout, or
@@ -756,7 +753,7 @@ func (s *Server) generate(ctx context.Context, cancel context.CancelFunc, w http
 			rl.attrs = append(rl.attrs, "write_error", err.Error())
 			cancel()
 			out.finish(s.drain(j))
-			return j
+			return
 		}
 	}
 }

@@ -583,7 +583,7 @@ func TestQueueRejectionDepth(t *testing.T) {
 			if !s.queue.remove(jobs[0]) {
 				t.Fatal("a waiting job was not found to remove")
 			}
-			s.queue.release(jobs[0])
+			s.queue.release()
 			if q := s.QueueStats(); q.Depth != c.room-1 {
 				t.Errorf("depth %d after a removal, want %d", q.Depth, c.room-1)
 			}
@@ -597,14 +597,22 @@ func TestQueueRejectionDepth(t *testing.T) {
 			if q := s.QueueStats(); q != want {
 				t.Errorf("queue stats after a removal %+v, want %+v", q, want)
 			}
-			// The running job's end frees its place too, and it is not
-			// counted as waiting meanwhile.
-			s.queue.release(running)
-			if q := s.QueueStats(); q.Depth != c.room {
-				t.Errorf("depth %d after the running job ended, want %d", q.Depth, c.room)
+			// The running job's end leaves its place held until its answer
+			// is written, counted as not running: a refusal meanwhile still
+			// finds the bound's worth of places not running.
+			s.queue.left()
+			if q := s.QueueStats(); q.Depth != c.room+1 {
+				t.Errorf("depth %d once the running job ended, want %d", q.Depth, c.room+1)
 			}
+			if ok, _ := s.queue.reserve(); ok {
+				t.Fatal("the place of a job whose answer is being written was given away")
+			}
+			if q := s.QueueStats(); q.LastRejectionDepth != c.room+1 || q.RejectedWithRoom != 3*c.wantWithRoom {
+				t.Errorf("the refusal while the answer was written: %+v", q)
+			}
+			s.queue.release()
 			if ok, _ := s.queue.reserve(); !ok {
-				t.Fatal("the running job's place was not freed")
+				t.Fatal("the running job's place was not freed once its answer was written")
 			}
 		})
 	}
