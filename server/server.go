@@ -512,25 +512,41 @@ func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, rl *req
 		writeError(w, rl, aerr)
 		return
 	}
-	if err := s.gate.acquire(ctx, int64(len(body))); err != nil {
+	prompt, p, err := s.prepare(ctx, w, rl, body, chat)
+	var bad *APIError
+	switch {
+	case errors.As(err, &bad):
+		writeError(w, rl, bad)
+		return
+	case err != nil:
+		// Its timeout passed, or its client left, while it waited for the gate.
 		out := &responder{s: s, w: w, rl: rl}
 		out.finish(event{done: true, err: err, queued: true})
 		return
 	}
+	s.generate(ctx, cancel, w, rl, prompt, p, chat)
+}
+
+// prepare decodes a request's body and tokenizes its prompt, under the
+// byte gate; the error is an *APIError, or ctx's when ctx ended first.
+func (s *Server) prepare(ctx context.Context, w http.ResponseWriter, rl *reqLog, body []byte, chat bool) ([]int, params, error) {
+	n := int64(len(body))
+	if err := s.gate.acquire(ctx, n); err != nil {
+		return nil, params{}, err
+	}
+	defer s.gate.release(n)
 	var prompt []int
 	var p params
+	var aerr *APIError
 	if chat {
 		prompt, p, aerr = s.chatPrompt(w, rl, body)
 	} else {
 		prompt, p, aerr = s.completionPrompt(body)
 	}
-	s.gate.release(int64(len(body)))
-	body = nil // the job keeps the tokens, not the text
 	if aerr != nil {
-		writeError(w, rl, aerr)
-		return
+		return nil, p, aerr
 	}
-	s.generate(ctx, cancel, w, r, rl, prompt, p, chat)
+	return prompt, p, nil
 }
 
 // completionPrompt decodes a completion request and tokenizes its prompt.
@@ -698,7 +714,7 @@ type tokenInfo struct {
 // generate queues a job for the prompt and writes what the worker sends
 // for it. cancel ends ctx, the job's context: the handler cancels when its
 // client does not take a write.
-func (s *Server) generate(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, rl *reqLog,
+func (s *Server) generate(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, rl *reqLog,
 	prompt []int, p params, chat bool) {
 	rl.attrs = append(rl.attrs, "prompt_tokens", len(prompt), "max_tokens", p.maxTokens, "stream", p.stream)
 	if len(prompt) == 0 {
