@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -17,15 +18,16 @@ import (
 
 // copyFiles copies every file of the journal to its temporary name,
 // resuming each at its last durable checkpoint, and returns the bytes
-// written and the XXH3-128 of each source file it read (the whole file,
-// its copied prefix re-read on a resume).
-func (m *Manager) copyFiles(ctx context.Context, j *Journal) (int64, map[string]Digest, error) {
+// written and, for each source file it read, its XXH3-128 (the whole
+// file, its copied prefix re-read on a resume) with the source's stamp
+// while it was read.
+func (m *Manager) copyFiles(ctx context.Context, j *Journal) (int64, map[string]sourceRead, error) {
 	total := journalSize(j)
 	add, done := m.progress("copy", j.Artifact, total)
 	defer done()
 	add(journalCopied(j))
 	var written int64
-	digests := map[string]Digest{}
+	digests := map[string]sourceRead{}
 	th := newThrottle(m.BWLimit, m.now)
 	for i := range j.Files {
 		f := &j.Files[i]
@@ -46,17 +48,33 @@ func (m *Manager) copyFiles(ctx context.Context, j *Journal) (int64, map[string]
 	return written, digests, nil
 }
 
+// sourceRead is what a copy read of one source file: its XXH3-128 and
+// its stamp, unchanged while it was read.
+type sourceRead struct {
+	digest Digest
+	stamp  Stamp
+}
+
 // copyFile copies one file from f.Copied on, fsyncing and recording a
 // checkpoint every checkpointBytes and at the end, and returns the bytes
 // written and the source's XXH3-128, computed from the bytes it copied
 // (and, on a resume, from the source's already-copied prefix, re-read).
-func (m *Manager) copyFile(ctx context.Context, j *Journal, f *JournalFile, th *throttle, add func(int64)) (int64, Digest, error) {
+// Bytes that contradict what the source's records say of it are a
+// damaged source (isDamaged), refused before the last checkpoint.
+func (m *Manager) copyFile(ctx context.Context, j *Journal, f *JournalFile, th *throttle, add func(int64)) (int64, sourceRead, error) {
 	dst := j.tmpFile(f.Rel)
-	in, src, unchanged, recorded, err := m.openSource(ctx, j, f)
+	src, err := m.openSource(ctx, j, f)
 	if err != nil {
-		return 0, "", err
+		return 0, sourceRead{}, err
 	}
-	defer in.Close()
+	defer src.Close()
+	n, d, err := m.copyOpened(ctx, j, f, src, dst, th, add)
+	return n, sourceRead{digest: d, stamp: src.stamp}, err
+}
+
+// copyOpened is copyFile's copy of the opened source src to dst.
+func (m *Manager) copyOpened(ctx context.Context, j *Journal, f *JournalFile, src *openedSource, dst string, th *throttle, add func(int64)) (int64, Digest, error) {
+	in := src.sourceFile
 	if err := mkdirDurable(m.FS, filepath.Dir(dst)); err != nil {
 		return 0, "", err
 	}
@@ -87,15 +105,15 @@ func (m *Manager) copyFile(ctx context.Context, j *Journal, f *JournalFile, th *
 	chunk = int(min(int64(chunk), max(f.Size, 1)))
 	h := xxh3.New128()
 	if f.Copied > 0 {
-		n, err := filehash.Feed(ctx, h, io.NewSectionReader(in, 0, f.Copied), src, f.Copied, nil)
+		n, err := filehash.Feed(ctx, h, io.NewSectionReader(in, 0, f.Copied), src.name, f.Copied, nil)
 		if err != nil {
 			return 0, "", err
 		}
 		if n != f.Copied {
-			return 0, "", fmt.Errorf("tiers: %s ended at %d bytes while re-reading its first %d: the source changed", src, n, f.Copied)
+			return 0, "", fmt.Errorf("tiers: %s ended at %d bytes while re-reading its first %d: the source changed", src.name, n, f.Copied)
 		}
 	}
-	chunks, stop := filehash.ReadAhead(ctx, in, src, f.Copied, f.Size, chunk)
+	chunks, stop := filehash.ReadAhead(ctx, in, src.name, f.Copied, f.Size, chunk)
 	defer stop()
 	off, mark := f.Copied, f.Copied
 	var written int64
@@ -112,6 +130,14 @@ func (m *Manager) copyFile(ctx context.Context, j *Journal, f *JournalFile, th *
 		off += n
 		written += n
 		add(n)
+		if off == f.Size {
+			// The source's records are checked before the last
+			// checkpoint: a damaged source never leaves a copy that a
+			// resume would take as complete.
+			if err := src.check(digestOf(h.Sum128())); err != nil {
+				return written, "", err
+			}
+		}
 		if off-mark >= m.checkpoint() || off == f.Size {
 			if err := out.Sync(); err != nil {
 				return written, "", fmt.Errorf("fsync %s: %w", dst, err)
@@ -131,16 +157,12 @@ func (m *Manager) copyFile(ctx context.Context, j *Journal, f *JournalFile, th *
 		return written, "", err
 	}
 	if off != f.Size {
-		return written, "", fmt.Errorf("tiers: %s ended at %d bytes, want %d: the source changed", src, off, f.Size)
+		return written, "", fmt.Errorf("tiers: %s ended at %d bytes, want %d: the source changed", src.name, off, f.Size)
 	}
-	if err := unchanged(); err != nil {
+	if err := src.unchanged(); err != nil {
 		return written, "", err
 	}
-	d := digestOf(h.Sum128())
-	if recorded != "" && d != recorded {
-		return written, "", &TwinError{Path: src, Reason: fmt.Sprintf("content differs from the digest its upload recorded (XXH3-128 %s, recorded %s): the stored object is damaged", d, recorded)}
-	}
-	return written, d, out.Close()
+	return written, digestOf(h.Sum128()), out.Close()
 }
 
 // sourceFile is a copy's source, read at offsets.
@@ -149,49 +171,41 @@ type sourceFile interface {
 	Close() error
 }
 
+// openedSource is one source file of a copy, open: its bytes, its name
+// as a person reads it, its stamp when it was opened, a check that it
+// has not changed since (a file's size and times, an object's ETag; an
+// object's reads are pinned to that ETag too), and a check of its
+// content against what its records say (check).
+type openedSource struct {
+	sourceFile
+	name      string
+	stamp     Stamp
+	unchanged func() error
+	check     func(Digest) error
+}
+
 // openSource opens the source of one file of a copy, checks it still has
-// the size the journal recorded, and returns it with its name, a check
-// that it has not changed since (a file's size and times, an object's
-// ETag; an object's reads are pinned to that ETag too), and for an
-// object the digest its upload recorded in its metadata.
-func (m *Manager) openSource(ctx context.Context, j *Journal, f *JournalFile) (sourceFile, string, func() error, Digest, error) {
+// the size the journal recorded and the size its tier's record says, and
+// returns it.
+func (m *Manager) openSource(ctx context.Context, j *Journal, f *JournalFile) (*openedSource, error) {
 	if j.Source.object() {
-		s, err := m.objectsAt(j.Source)
-		if err != nil {
-			return nil, "", nil, "", err
-		}
-		st, err := s.stat(ctx, f.Rel)
-		if err != nil {
-			return nil, "", nil, "", err
-		}
-		name := s.where(f.Rel)
-		if st.size != f.Size {
-			return nil, "", nil, "", fmt.Errorf("tiers: %s is %d bytes, %d when the operation began: the source changed", name, st.size, f.Size)
-		}
-		unchanged := func() error {
-			now, err := s.stat(ctx, f.Rel)
-			if err != nil || now.etag != st.etag {
-				return fmt.Errorf("tiers: %s changed while it was copied (replaced or deleted?): %v", name, err)
-			}
-			return nil
-		}
-		return nopCloser{&objectReader{s: s, ctx: ctx, rel: f.Rel, etag: st.etag, size: st.size}}, name, unchanged, st.digest, nil
+		return m.openObjectSource(ctx, j, f)
 	}
 	src := filepath.Join(j.Source.Root, filepath.FromSlash(f.Rel))
 	in, err := m.FS.Open(src)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, m.missingSource(j, f.Rel, src, err)
+	}
 	if err != nil {
-		return nil, "", nil, "", err
+		return nil, err
 	}
 	before, err := m.FS.Lstat(src)
 	if err != nil {
 		in.Close()
-		return nil, "", nil, "", err
+		return nil, err
 	}
-	if before.Size() != f.Size {
-		in.Close()
-		return nil, "", nil, "", fmt.Errorf("tiers: %s is %d bytes, %d when the operation began: the source changed", src, before.Size(), f.Size)
-	}
-	unchanged := func() error {
+	o := &openedSource{sourceFile: in, name: src, stamp: stampOf(before)}
+	o.unchanged = func() error {
 		after, err := m.FS.Lstat(src)
 		if err != nil {
 			return err
@@ -201,7 +215,77 @@ func (m *Manager) openSource(ctx context.Context, j *Journal, f *JournalFile) (s
 		}
 		return nil
 	}
-	return in, src, unchanged, "", nil
+	o.check = func(d Digest) error { return m.checkSourceRead(j, f.Rel, src, o.stamp, d) }
+	if err := o.opened(f); err != nil {
+		in.Close()
+		return nil, err
+	}
+	return o, nil
+}
+
+// openObjectSource is openSource for an object: read by ranged GETs
+// pinned to its ETag, its content checked against the digest its upload
+// recorded as well as the tier's record.
+func (m *Manager) openObjectSource(ctx context.Context, j *Journal, f *JournalFile) (*openedSource, error) {
+	s, err := m.objectsAt(j.Source)
+	if err != nil {
+		return nil, err
+	}
+	name := s.where(f.Rel)
+	st, err := s.stat(ctx, f.Rel)
+	if errors.Is(err, ErrNoArtifact) {
+		return nil, m.missingSource(j, f.Rel, name, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	o := &openedSource{sourceFile: nopCloser{&objectReader{s: s, ctx: ctx, rel: f.Rel, etag: st.etag, size: st.size}}, name: name, stamp: st.stamp()}
+	o.unchanged = func() error {
+		now, err := s.stat(ctx, f.Rel)
+		if err != nil || now.etag != st.etag {
+			return fmt.Errorf("tiers: %s changed while it was copied (replaced or deleted?): %v", name, err)
+		}
+		return nil
+	}
+	o.check = func(d Digest) error {
+		if err := checkUpload(name, st, d); err != nil {
+			return err
+		}
+		return m.checkSourceRead(j, f.Rel, name, o.stamp, d)
+	}
+	if err := o.opened(f); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// missingSource is the error for a source file of a copy that is gone
+// (err): damage when its tier's state records it, since gguftool drops a
+// record only with its copy; otherwise the source changed.
+func (m *Manager) missingSource(j *Journal, rel, where string, err error) error {
+	st, serr := m.sourceRecords(j)
+	if serr != nil {
+		return errors.Join(err, serr)
+	}
+	e, ok := st.Digests[rel]
+	if !ok {
+		return fmt.Errorf("tiers: %s is gone since the operation began: the source changed (%w)", where, err)
+	}
+	t, _ := m.Config.Tier(j.Source.Tier)
+	return damagedError(where, fmt.Sprintf("it is missing: tier %s recorded it as part of %s when it was verified on %s; %s",
+		t.Name, j.Artifact, time.Unix(e.Verified, 0).UTC().Format(time.RFC3339), forgetHint(j.Artifact, t)))
+}
+
+// opened checks a just-opened source's size against the journal's and
+// its records'.
+func (o *openedSource) opened(f *JournalFile) error {
+	if err := o.check(""); err != nil {
+		return err
+	}
+	if o.stamp.Size != f.Size {
+		return fmt.Errorf("tiers: %s is %d bytes, %d when the operation began: the source changed", o.name, o.stamp.Size, f.Size)
+	}
+	return nil
 }
 
 type nopCloser struct{ io.ReaderAt }
@@ -242,12 +326,13 @@ func (t *throttle) wait(ctx context.Context, n int64) error {
 // compares it with the source's digest taken while copying; a file copied
 // before a crash has no such digest, and both copies are re-read at once.
 // A file that differs is copied again once; a second difference rolls the
-// operation back.
-func (m *Manager) verifyCopy(ctx context.Context, j *Journal, res *Result, srcDigests map[string]Digest) error {
+// operation back. Each file's digest and the source's stamp it was taken
+// under go into the journal.
+func (m *Manager) verifyCopy(ctx context.Context, j *Journal, res *Result, read map[string]sourceRead) error {
 	var total int64
 	for _, f := range j.Files {
 		total += f.Size
-		if _, ok := srcDigests[f.Rel]; !ok {
+		if _, ok := read[f.Rel]; !ok {
 			total += f.Size
 		}
 	}
@@ -256,12 +341,12 @@ func (m *Manager) verifyCopy(ctx context.Context, j *Journal, res *Result, srcDi
 	for i := range j.Files {
 		f := &j.Files[i]
 		for attempt := 0; ; attempt++ {
-			d, err := m.compareFile(ctx, j, f, srcDigests[f.Rel], add)
+			sr, err := m.compareFile(ctx, j, f, read[f.Rel], add)
 			if err == nil {
-				f.XXH3 = d
+				f.XXH3, f.Source = sr.digest, &sr.stamp
 				break
 			}
-			if !errors.Is(err, ErrNotTwin) {
+			if !errors.Is(err, ErrNotTwin) || isDamaged(err) {
 				return err
 			}
 			if attempt == 1 {
@@ -270,43 +355,46 @@ func (m *Manager) verifyCopy(ctx context.Context, j *Journal, res *Result, srcDi
 			}
 			m.notef("%v; copying it again", j.withFinalNames(err))
 			f.Copied = 0
-			n, sd, err := m.copyFile(ctx, j, f, newThrottle(m.BWLimit, m.now), func(int64) {})
+			n, sr2, err := m.copyFile(ctx, j, f, newThrottle(m.BWLimit, m.now), func(int64) {})
 			res.CopiedBytes += n
 			if err != nil {
 				return err
 			}
-			srcDigests[f.Rel] = sd
+			read[f.Rel] = sr2
 		}
 	}
 	return nil
 }
 
 // compareFile hashes the temporary copy of one file and compares it with
-// srcDigest, or when that is empty hashes the source too, in parallel.
-func (m *Manager) compareFile(ctx context.Context, j *Journal, f *JournalFile, srcDigest Digest, add func(int64)) (Digest, error) {
-	src := filepath.Join(j.Source.Root, filepath.FromSlash(f.Rel))
-	if j.Source.object() {
-		src = j.Source.URL + f.Rel
-	}
+// the source as the copy read it, or, when the copy was made before a
+// crash, hashes the source too, in parallel, and checks it against what
+// its records say of it.
+func (m *Manager) compareFile(ctx context.Context, j *Journal, f *JournalFile, read sourceRead, add func(int64)) (sourceRead, error) {
+	srcTier, _ := m.Config.Tier(j.Source.Tier)
+	src := whereOn(srcTier, f.Rel)
 	dst := j.tmpFile(f.Rel)
-	sd, dd := srcDigest, Digest("")
+	sr := read
+	var dd Digest
 	var serr, derr error
 	var wg sync.WaitGroup
-	if sd == "" {
+	if sr.digest == "" {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, _ := m.Config.Tier(j.Source.Tier)
-			sd, _, serr = m.hashOn(ctx, st, f.Rel, f.Size, add)
+			sr.digest, sr.stamp, serr = m.hashOn(ctx, srcTier, f.Rel, f.Size, add)
+			if serr == nil {
+				serr = m.checkSourceRead(j, f.Rel, src, sr.stamp, sr.digest)
+			}
 		}()
 	}
 	dd, derr = stableHash(ctx, m.FS, m.Hasher, dst, add)
 	wg.Wait()
 	if err := errors.Join(serr, derr); err != nil {
-		return "", err
+		return sr, err
 	}
-	if sd != dd {
-		return "", &TwinError{Path: dst, Reason: fmt.Sprintf("the copy's content differs from %s (XXH3-128 %s, source %s)", src, dd, sd)}
+	if sr.digest != dd {
+		return sr, &TwinError{Path: dst, Reason: fmt.Sprintf("the copy's content differs from %s (XXH3-128 %s, source %s)", src, dd, sr.digest)}
 	}
-	return sd, nil
+	return sr, nil
 }

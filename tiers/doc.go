@@ -45,6 +45,20 @@
 // whose bytes differ, one being written while it is read — is refused,
 // naming the file.
 //
+// A tier's records are also witnesses (witness.go): while a file keeps
+// the storage it was verified in (its device and inode, an object's
+// ETag), bytes or a size that contradict its record are damage, and so is
+// a recorded file gone from an artifact whose other files are unchanged.
+// Nothing read from a damaged source is published: its copy is rolled
+// back at once, never left for a resume that would take it for whole. An
+// object is also checked against the digest its upload put in its
+// metadata whenever it is read back, so no verification records a
+// damaged object's content. Before a move drops its source, each source
+// file is compared with what it was when its digest was taken (the
+// journal's source_stat): one written since is read again, and a source
+// that changed after it was copied rolls the copy back instead of being
+// dropped.
+//
 // # How the tests prove it
 //
 // The engine's file operations go through FS, its locks through Locker and
@@ -76,6 +90,22 @@
 // truncated, truncated then extended, preallocated with other bytes,
 // flipped, symlinked, hard-linked, empty, missing a shard or being
 // written, and accept a sparse copy with identical content.
+//
+// TestDirectoryDamageNeverComesBack and TestS3DamageNeverComesBack rot,
+// truncate and delete a file of each kind of artifact on a cold tier (a
+// MemFS directory, whose rot changes bytes and not the stat, and a real
+// bucket), then try ensure-hot twice, recover and a move back: none may
+// publish it or leave anything behind, and scrub must name it; the
+// Resume variants damage the source part way through an interrupted
+// copy. TestSourceChangedDuringMove edits a move's source as its object
+// completes and after its verification, and ends the move in the same
+// process, by migrate and by recover: the edit is never lost.
+// TestS3VerifyNeverRecordsDamage checks that a twin verification fails
+// on a damaged object instead of recording it; TestForgetAcceptsAChange
+// that forgetting a record is how a person accepts a change;
+// TestS3LockOfAGoneProcess that a lock left by a dead process of this
+// machine is taken over at once, which TestS3SIGKILL relies on (its
+// leases outlast the test).
 //
 // The object tiers are tested against a real S3 server (versitygw,
 // started by package s3test): TestS3RoundTrip moves a pack, a GGUF and a

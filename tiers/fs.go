@@ -90,8 +90,11 @@ type fileID struct {
 }
 
 // idOf returns the device and inode behind a FileInfo, when the file
-// system has them (the OS does; MemFS does not).
+// system has them (the OS does, and MemFS numbers its nodes).
 func idOf(st fs.FileInfo) (fileID, bool) {
+	if id, ok := st.(interface{ fileID() fileID }); ok { // a MemFS file
+		return id.fileID(), true
+	}
 	sys, ok := st.Sys().(*syscall.Stat_t)
 	if !ok {
 		return fileID{}, false

@@ -20,8 +20,10 @@ import (
 
 // Journal identity (docs/format/storage-tiers.md).
 const (
-	JournalSchema  = "gguftool.tiers-journal"
-	JournalVersion = 2 // version 1 (no object tiers) is still read
+	JournalSchema = "gguftool.tiers-journal"
+	// JournalVersion 3 adds each file's source stamp; versions 1 (no
+	// object tiers) and 2 are still read.
+	JournalVersion = 3
 	journalDir     = "journal"
 	maxJournalSize = 16 << 20
 	maxJournalFile = 1 << 20 // files per artifact
@@ -98,6 +100,10 @@ type JournalFile struct {
 	// operation lists the parts the server kept and a rolled-back one
 	// aborts it.
 	Upload string `json:"upload_id,omitempty"`
+	// Source is what the source file was (its stamp) when the digest
+	// was taken from it (version 3): a drop compares the source with it
+	// and re-reads a source that was written since.
+	Source *Stamp `json:"source_stat,omitempty"`
 }
 
 // Journal is one operation's write-ahead record, kept at
@@ -119,6 +125,10 @@ type Journal struct {
 	Files    []JournalFile `json:"files"`
 	Started  int64         `json:"started_unix"`
 	Updated  int64         `json:"updated_unix"`
+
+	// srcRecords is the source tier's state, read once by the process
+	// running the operation (sourceRecords); never written.
+	srcRecords *tierState
 }
 
 // StateError says what is wrong with a journal record or a tier's
@@ -155,8 +165,8 @@ func ParseJournal(data []byte, name string) (*Journal, error) {
 	if j.Schema != JournalSchema {
 		return nil, bad("schema %q is not %q", j.Schema, JournalSchema)
 	}
-	if j.Version != 1 && j.Version != JournalVersion {
-		return nil, bad("version %d is not supported (this reader knows 1 and %d)", j.Version, JournalVersion)
+	if j.Version < 1 || j.Version > JournalVersion {
+		return nil, bad("version %d is not supported (this reader knows 1 to %d)", j.Version, JournalVersion)
 	}
 	if !validID(j.ID) {
 		return nil, bad("id %q is not a journal id", j.ID)
@@ -209,6 +219,9 @@ func ParseJournal(data []byte, name string) (*Journal, error) {
 		}
 		if f.Size <= 0 || f.Copied < 0 || f.Copied > f.Size {
 			return nil, bad("file %s: size %d and copied %d are out of range", f.Rel, f.Size, f.Copied)
+		}
+		if f.Source != nil && (j.Version < 3 || f.XXH3 == "" || f.Source.Size != f.Size) {
+			return nil, bad("file %s: a source_stat needs version 3, a digest and the file's size", f.Rel)
 		}
 		if f.XXH3 != "" && !validDigest(f.XXH3) {
 			return nil, bad("file %s: digest %q is not 32 lowercase hex digits", f.Rel, f.XXH3)

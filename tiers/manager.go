@@ -438,6 +438,9 @@ func (m *Manager) startTransfer(ctx context.Context, op Op, name, from string, t
 	}
 	a := srcLoc.Artifact
 	res.From, res.Kind, res.Size = srcLoc.Tier.Name, a.Kind, a.Size
+	if err := m.checkArtifactRecords(ctx, srcLoc.Tier, a); err != nil {
+		return nil, err
+	}
 	if dstLoc != nil && op == OpCopy {
 		res.Action = ActionAlreadyThere
 		res.Plan = []string{fmt.Sprintf("%s is already on %s", name, to.Name)}
@@ -727,21 +730,19 @@ func checkUnits(j *Journal) error {
 		return &StateError{File: j.recordPath(), Msg: fmt.Sprintf(format, args...)}
 	}
 	for _, f := range j.Files {
-		switch j.Kind {
-		case "pack":
-			if len(f.Rel) <= len(j.Artifact)+1 || f.Rel[:len(j.Artifact)+1] != j.Artifact+"/" {
+		if !belongsTo(j.Kind, j.Artifact, f.Rel) {
+			switch j.Kind {
+			case "pack":
 				return bad("%s is not inside pack %s", f.Rel, j.Artifact)
-			}
-		case "gguf":
-			if f.Rel != j.Artifact || len(j.Files) != 1 {
+			case "gguf":
 				return bad("a gguf artifact is exactly its one file")
-			}
-		case "gguf-split":
-			m := shardName.FindStringSubmatch(path.Base(f.Rel))
-			if m == nil || path.Join(path.Dir(f.Rel), m[1]) != j.Artifact {
+			default:
 				return bad("%s is not a shard of %s", f.Rel, j.Artifact)
 			}
 		}
+	}
+	if j.Kind == "gguf" && len(j.Files) != 1 {
+		return bad("a gguf artifact is exactly its one file")
 	}
 	return nil
 }
@@ -786,7 +787,7 @@ func (m *Manager) run(ctx context.Context, j *Journal, res *Result) error {
 // re-reads the copy, recording the step reached.
 func (m *Manager) copyAndVerify(ctx context.Context, j *Journal, res *Result) error {
 	if j.Twin {
-		digests, level, err := m.verifyTwin(ctx, j)
+		v, err := m.verifyTwin(ctx, j)
 		if err != nil {
 			if errors.Is(err, ErrNotTwin) {
 				return errors.Join(err, j.remove(m.FS)) // nothing was changed: roll back
@@ -794,9 +795,13 @@ func (m *Manager) copyAndVerify(ctx context.Context, j *Journal, res *Result) er
 			return err
 		}
 		for i := range j.Files {
-			j.Files[i].XXH3 = digests[j.Files[i].Rel]
+			f := &j.Files[i]
+			f.XXH3 = v.Digests[f.Rel]
+			if st, ok := v.stamps[f.Rel]; ok {
+				f.Source = &st
+			}
 		}
-		res.Verification = level
+		res.Verification = v.Level
 		j.Step = StepPublished // nothing to publish
 		if err := j.write(m.FS, m.now()); err != nil {
 			return err
@@ -804,12 +809,15 @@ func (m *Manager) copyAndVerify(ctx context.Context, j *Journal, res *Result) er
 		m.hook("journal:published")
 		return nil
 	}
-	n, srcDigests, err := m.copyFiles(ctx, j)
+	n, read, err := m.copyFiles(ctx, j)
 	res.CopiedBytes += n
-	if err != nil {
-		return err
+	if err == nil {
+		err = m.verifyCopy(ctx, j, res, read)
 	}
-	if err := m.verifyCopy(ctx, j, res, srcDigests); err != nil {
+	if isDamaged(err) {
+		return m.rollBackDamaged(ctx, j, err)
+	}
+	if err != nil {
 		return err
 	}
 	res.Verification = LevelContent
@@ -819,6 +827,20 @@ func (m *Manager) copyAndVerify(ctx context.Context, j *Journal, res *Result) er
 	}
 	m.hook("journal:verified")
 	return nil
+}
+
+// rollBackDamaged undoes an operation whose source turned out damaged
+// (err): nothing read from it may be published, and resuming would only
+// read it again. The source is left as it is, for a person.
+func (m *Manager) rollBackDamaged(ctx context.Context, j *Journal, err error) error {
+	if rerr := m.rollBack(ctx, j); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	if rerr := j.remove(m.FS); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	m.hook("journal:rolled-back")
+	return &rolledBackError{err: err, msg: fmt.Sprintf("rolled back (journal %s): nothing was published on %s, and the damaged copy on %s is left as it is", j.ID, j.Dest.Tier, j.Source.Tier)}
 }
 
 // reverify re-reads the destination's copy of an operation resumed after
@@ -914,6 +936,11 @@ func (m *Manager) finish(j *Journal, res *Result) error {
 		}
 		digests[f.Rel] = f.XXH3
 	}
+	if j.Op == OpMove {
+		if err := m.checkSourceKept(context.Background(), j); err != nil {
+			return err
+		}
+	}
 	now := m.now()
 	if err := recordDigests(m.FS, m.Locker, j.Dest.Root, digests, now); err != nil {
 		return err
@@ -941,46 +968,97 @@ func (m *Manager) finish(j *Journal, res *Result) error {
 	return nil
 }
 
+// checkSourceKept makes sure, before a move drops its source, that the
+// source is still what was copied. A file whose stamp is what it was when
+// its digest was taken is; one written since, or one the record has no
+// stamp for (a record of version 2), is read again. A source that
+// changed after it was copied is never dropped: the copy is rolled back,
+// since the source holds what the copy lacks — unless part of the source
+// was dropped already, or the record cannot tell a write from rot, when
+// both copies and the record stay for a person.
+func (m *Manager) checkSourceKept(ctx context.Context, j *Journal) error {
+	srcTier, _ := m.Config.Tier(j.Source.Tier)
+	var changed []string
+	missing, unsure := false, false
+	for _, f := range j.Files {
+		cur, err := m.stampAt(ctx, srcTier, f.Rel)
+		if errors.Is(err, fs.ErrNotExist) {
+			missing = true // dropped before a crash
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if f.Source != nil && *f.Source == cur {
+			continue
+		}
+		d, _, err := m.hashOn(ctx, srcTier, f.Rel, cur.Size, nil)
+		switch {
+		case isDamaged(err):
+			unsure = true
+		case err != nil:
+			return err
+		case d == f.XXH3:
+			continue
+		}
+		unsure = unsure || f.Source == nil
+		changed = append(changed, whereOn(srcTier, f.Rel))
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	err := &TwinError{Path: changed[0], Reason: fmt.Sprintf("changed after it was copied to %s (%d file(s) of %s differ from what was copied)", j.Dest.Tier, len(changed), j.Artifact)}
+	if missing || unsure {
+		why := "part of the source was dropped already"
+		if !missing {
+			why = "the record cannot tell whether it was written or went bad"
+		}
+		return fmt.Errorf("%w; %s: nothing was dropped or removed, and journal %s stays for a person to settle", err, why, j.recordPath())
+	}
+	what := fmt.Sprintf("the copy on %s was removed", j.Dest.Tier)
+	if j.Twin {
+		what = fmt.Sprintf("the copy on %s was there before and is left as it is", j.Dest.Tier)
+		if ferr := m.forgetOn(j.Dest, j.artifact()); ferr != nil {
+			return errors.Join(err, ferr)
+		}
+	} else if derr := m.dropAt(j, j.Dest); derr != nil {
+		return errors.Join(err, derr)
+	}
+	if rerr := j.remove(m.FS); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	m.hook("journal:rolled-back")
+	return &rolledBackError{err: err, msg: fmt.Sprintf("rolled back (journal %s): %s, and %s keeps %s as it is now; migrate it again to move it", j.ID, what, j.Source.Tier, j.Artifact)}
+}
+
 // verifyTwin proves the destination's existing copy identical to the
-// source, by content.
-func (m *Manager) verifyTwin(ctx context.Context, j *Journal) (map[string]Digest, Level, error) {
+// source, by content (or by recorded digests, when allowed and they
+// apply), with the source's stamps as it was read.
+func (m *Manager) verifyTwin(ctx context.Context, j *Journal) (*Verification, error) {
 	srcTier, _ := m.Config.Tier(j.Source.Tier)
 	dstTier, _ := m.Config.Tier(j.Dest.Tier)
 	src, err := m.find(srcTier, j.Artifact)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	dst, err := m.find(dstTier, j.Artifact)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	if err := sameFiles(j, src); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	if err := m.checkStructure(srcTier, src, dstTier, dst); err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	if srcTier.IsObject() || dstTier.IsObject() {
-		add, done := m.progress("verify", j.Artifact, 2*src.Size)
-		defer done()
-		v, err := m.VerifyPair(ctx, srcTier, src, dstTier, dst, add)
-		if err != nil {
-			return nil, "", err
-		}
-		return v.Digests, v.Level, nil
-	}
-	if m.AllowCachedDigests {
-		if d, ok := m.cachedTwin(src, j.Source.Root, j.Dest.Root); ok {
-			return d, LevelCached, nil
+	if m.AllowCachedDigests && !srcTier.IsObject() && !dstTier.IsObject() {
+		if v, ok := m.cachedTwin(src, j.Source.Root, j.Dest.Root); ok {
+			return v, nil
 		}
 	}
 	add, done := m.progress("verify", j.Artifact, 2*src.Size)
 	defer done()
-	v, err := VerifyContent(ctx, m.FS, m.Hasher, j.Source.Root, src, j.Dest.Root, dst, add)
-	if err != nil {
-		return nil, "", err
-	}
-	return v.Digests, v.Level, nil
+	return m.VerifyPair(ctx, srcTier, src, dstTier, dst, add)
 }
 
 // sameFiles refuses a source that no longer matches the journal.
@@ -998,13 +1076,13 @@ func sameFiles(j *Journal, a *Artifact) error {
 
 // cachedTwin compares recorded digests of both copies, when every file's
 // record still describes it.
-func (m *Manager) cachedTwin(src *Artifact, srcRoot, dstRoot string) (map[string]Digest, bool) {
+func (m *Manager) cachedTwin(src *Artifact, srcRoot, dstRoot string) (*Verification, bool) {
 	ss, err1 := readState(m.FS, srcRoot)
 	ds, err2 := readState(m.FS, dstRoot)
 	if err1 != nil || err2 != nil {
 		return nil, false
 	}
-	out := map[string]Digest{}
+	v := &Verification{Level: LevelCached, Digests: map[string]Digest{}, stamps: map[string]Stamp{}}
 	for _, f := range src.Files {
 		se, ok1 := ss.Digests[f.Rel]
 		de, ok2 := ds.Digests[f.Rel]
@@ -1012,9 +1090,10 @@ func (m *Manager) cachedTwin(src *Artifact, srcRoot, dstRoot string) (map[string
 			!se.current(m.FS, filepath.Join(srcRoot, f.Rel)) || !de.current(m.FS, filepath.Join(dstRoot, f.Rel)) {
 			return nil, false
 		}
-		out[f.Rel] = se.XXH3
+		v.Digests[f.Rel], v.stamps[f.Rel] = se.XXH3, se.Stamp
+		v.Bytes += f.Size
 	}
-	return out, true
+	return v, true
 }
 
 // CachedTwin reports whether the digests recorded for the artifact in

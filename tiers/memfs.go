@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,6 +26,7 @@ type MemFS struct {
 }
 
 type memNode struct {
+	ino            uint64 // its identity, as an inode number is
 	dir            bool
 	data, synced   []byte
 	children       map[string]*memNode
@@ -38,8 +40,12 @@ func NewMemFS() *MemFS {
 }
 
 func newDir(t time.Time) *memNode {
-	return &memNode{dir: true, children: map[string]*memNode{}, syncedChildren: map[string]*memNode{}, mtime: t}
+	return &memNode{ino: memInodes.Add(1), dir: true, children: map[string]*memNode{}, syncedChildren: map[string]*memNode{}, mtime: t}
 }
+
+// memInodes numbers the nodes of every MemFS, so a file keeps its
+// identity across renames and writes in place, as on a disk.
+var memInodes atomic.Uint64
 
 func (m *MemFS) tick() time.Time {
 	m.now = m.now.Add(time.Second)
@@ -142,7 +148,7 @@ func (m *MemFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) 
 	case !ok && flag&os.O_CREATE == 0:
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 	case !ok:
-		n = &memNode{mtime: m.tick()}
+		n = &memNode{ino: memInodes.Add(1), mtime: m.tick()}
 		dir.children[base] = n
 	case n.dir:
 		return nil, &fs.PathError{Op: "open", Path: name, Err: errors.New("is a directory")}
@@ -276,6 +282,7 @@ func (i memInfo) Mode() fs.FileMode {
 func (i memInfo) ModTime() time.Time { return i.n.mtime }
 func (i memInfo) IsDir() bool        { return i.n.dir }
 func (i memInfo) Sys() any           { return nil }
+func (i memInfo) fileID() fileID     { return fileID{dev: 1, ino: i.n.ino, nlink: 1} }
 
 type memFile struct {
 	fs    *MemFS

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -450,9 +451,11 @@ type ScrubResult struct {
 // Scrub re-reads the files of the given tiers (every warm and cold tier
 // when names is empty) whose last verification is older than olderThan
 // and compares them with their recorded digests. A match refreshes the
-// record; a mismatch is a finding (errors.Is ErrNotTwin at the end).
-// Files without a recorded digest are listed as unrecorded: there is
-// nothing to compare them with.
+// record; a mismatch is a finding (errors.Is ErrNotTwin at the end), and
+// so is a file the tier's state records that is no longer there. Files
+// without a recorded digest are listed as unrecorded: there is nothing to
+// compare them with (on an object tier, the digest its upload put in its
+// metadata stands in).
 func (m *Manager) Scrub(ctx context.Context, names []string, olderThan time.Duration) (*ScrubResult, error) {
 	var tiers []*Tier
 	for _, t := range m.Config.Tiers {
@@ -476,53 +479,62 @@ func (m *Manager) Scrub(ctx context.Context, names []string, olderThan time.Dura
 		if err != nil {
 			return r, err
 		}
+		listed := map[string]bool{}
 		for _, a := range all {
+			for _, f := range a.Files {
+				listed[f.Rel] = true
+			}
 			if err := m.scrubArtifact(ctx, t, a, cutoff, r); err != nil {
 				return r, err
 			}
 		}
+		if err := m.scrubMissing(t, all, listed, r); err != nil {
+			return r, err
+		}
 	}
 	if r.Mismatch > 0 {
-		return r, fmt.Errorf("%w: %d file(s) no longer match their recorded digests", ErrNotTwin, r.Mismatch)
+		return r, fmt.Errorf("%w: %d file(s) no longer match their recorded digests or are gone", ErrNotTwin, r.Mismatch)
 	}
 	return r, nil
 }
 
+// scrubArtifact re-reads one artifact's files, under a shared lock (a
+// server may keep its lease, a migration may not start meanwhile), and
+// compares each with its record.
 func (m *Manager) scrubArtifact(ctx context.Context, t *Tier, a *Artifact, cutoff int64, r *ScrubResult) error {
-	if t.IsObject() {
-		return m.scrubObjects(ctx, t, a, cutoff, r)
-	}
-	// A shared lock: a server may keep its lease, a migration may not
-	// start meanwhile.
-	unlock, err := m.Locker.Lock(m.FS, t.Root, a.Name, false)
+	unlock, err := m.lock(t, a.Name, false)
 	if errors.Is(err, ErrBusy) {
 		r.Skipped++
-		r.Findings = append(r.Findings, Finding{Tier: t.Name, Artifact: a.Name, Path: filepath.Join(t.Root, a.Name), Outcome: "busy", Detail: err.Error()})
+		r.Findings = append(r.Findings, Finding{Tier: t.Name, Artifact: a.Name, Path: whereOn(t, a.Name), Outcome: "busy", Detail: err.Error()})
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	st, err := readState(m.FS, t.Root)
+	st, err := m.readTierState(t)
 	if err != nil {
 		return err
 	}
-	verified := map[string]Digest{}
+	current := m.currentOn(t)
+	verified, read := map[string]Digest{}, map[string]Stamp{}
 	for _, f := range a.Files {
-		p := filepath.Join(t.Root, f.Rel)
-		fd := Finding{Tier: t.Name, Artifact: a.Name, Path: p}
-		e, ok := st.Digests[f.Rel]
+		fd := Finding{Tier: t.Name, Artifact: a.Name, Path: whereOn(t, f.Rel)}
+		e, recorded := st.Digests[f.Rel]
+		want := e.XXH3
+		if !recorded && t.IsObject() {
+			want = m.uploadDigest(ctx, t, f.Rel)
+		}
 		switch {
-		case !ok:
+		case want == "":
 			fd.Outcome = "unrecorded"
 			r.Skipped++
-		case e.Verified > cutoff && e.current(m.FS, p):
+		case recorded && e.Verified > cutoff && current(f.Rel, e):
 			fd.Outcome = "recent"
 			r.Skipped++
 		default:
 			add, done := m.progress("scrub", f.Rel, f.Size)
-			d, err := stableHash(ctx, m.FS, m.Hasher, p, add)
+			d, stamp, err := m.hashOn(ctx, t, f.Rel, f.Size, add)
 			done()
 			r.Checked++
 			r.Bytes += f.Size
@@ -532,13 +544,13 @@ func (m *Manager) scrubArtifact(ctx context.Context, t *Tier, a *Artifact, cutof
 				r.Mismatch++
 			case err != nil:
 				return err
-			case d != e.XXH3:
+			case d != want:
 				fd.Outcome = "mismatch"
-				fd.Detail = fmt.Sprintf("content differs from its recorded digest (XXH3-128 %s, recorded %s, verified %s)", d, e.XXH3, time.Unix(e.Verified, 0).UTC().Format(time.RFC3339))
+				fd.Detail = fmt.Sprintf("content differs from its recorded digest (XXH3-128 %s, recorded %s, verified %s)", d, want, time.Unix(e.Verified, 0).UTC().Format(time.RFC3339))
 				r.Mismatch++
 			default:
 				fd.Outcome = "ok"
-				verified[f.Rel] = d
+				verified[f.Rel], read[f.Rel] = d, stamp
 			}
 		}
 		r.Findings = append(r.Findings, fd)
@@ -546,5 +558,33 @@ func (m *Manager) scrubArtifact(ctx context.Context, t *Tier, a *Artifact, cutof
 	if len(verified) == 0 {
 		return nil
 	}
-	return recordDigests(m.FS, m.Locker, t.Root, verified, m.now())
+	return m.recordOn(t, read, verified)
+}
+
+// scrubMissing reports every file the tier's state records that no
+// artifact of the tier lists any more (a deleted object or file, or a
+// whole artifact gone) as a mismatch: a record is only dropped with the
+// copy it describes, by gguftool, or by `gguftool tiers forget`.
+func (m *Manager) scrubMissing(t *Tier, all []*Artifact, listed map[string]bool, r *ScrubResult) error {
+	st, err := m.readTierState(t)
+	if err != nil {
+		return err
+	}
+	for _, rel := range slices.Sorted(maps.Keys(st.Digests)) {
+		if listed[rel] {
+			continue
+		}
+		name := rel
+		for _, a := range all {
+			if belongsTo(a.Kind, a.Name, rel) {
+				name = a.Name
+			}
+		}
+		e := st.Digests[rel]
+		r.Mismatch++
+		r.Findings = append(r.Findings, Finding{Tier: t.Name, Artifact: name, Path: whereOn(t, rel), Outcome: "missing",
+			Detail: fmt.Sprintf("recorded when it was verified on %s, and gone now; if it was removed on purpose, `gguftool tiers forget %s --tier %s` drops the record",
+				time.Unix(e.Verified, 0).UTC().Format(time.RFC3339), rel, t.Name)})
+	}
+	return nil
 }

@@ -161,11 +161,20 @@ func (s *objectStore) online(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
 		ok, err := s.core.BucketExists(ctx, s.loc.Bucket)
+		if err == nil && !ok {
+			// The answer to a HEAD has no body, so a server that answers
+			// an unknown key with 404 reads as "no such bucket"; a GET's
+			// error says which it is.
+			_, err = s.core.ListObjectsV2(s.loc.Bucket, s.loc.Prefix, "", "", "/", 1)
+			if err == nil {
+				return
+			}
+		}
 		switch {
+		case minio.ToErrorResponse(err).Code == minio.NoSuchBucket:
+			s.onlineErr = fmt.Errorf("bucket %s does not exist at %s", s.loc.Bucket, s.loc.Endpoint)
 		case err != nil:
 			s.onlineErr = refusedCredentials(err)
-		case !ok:
-			s.onlineErr = fmt.Errorf("bucket %s does not exist at %s", s.loc.Bucket, s.loc.Endpoint)
 		}
 	})
 	return s.onlineErr
@@ -239,6 +248,9 @@ type objectStat struct {
 	digest  Digest // from the metadata, "" when absent
 	journal string // the operation that uploaded it
 }
+
+// stamp is the object's identity and size as a Stamp.
+func (o objectStat) stamp() Stamp { return Stamp{Size: o.size, ETag: o.etag} }
 
 // stat heads one object; a missing one is fs.ErrNotExist.
 func (s *objectStore) stat(ctx context.Context, rel string) (objectStat, error) {

@@ -66,6 +66,24 @@ func TestS3CredentialChain(t *testing.T) {
 		fromFile(t, "ops")
 		refused(t, migrate(t, "tiny.gguf"), "a-wrong-secret-0123456789", "s3://models/archive/", "refuses the credentials from the shared files", "profile ops")
 	})
+	t.Run("an access key the server does not know", func(t *testing.T) {
+		fromFile(t, "")
+		t.Setenv("AWS_ACCESS_KEY_ID", "nobody-knows-this-key")
+		t.Setenv("AWS_SECRET_ACCESS_KEY", "a-wrong-secret-0123456789")
+		err := migrate(t, "tiny.gguf")
+		refused(t, err, "a-wrong-secret-0123456789", "refuses the credentials from the environment")
+		if strings.Contains(err.Error(), "does not exist") {
+			t.Fatalf("an unknown key reported as a missing bucket: %v", err)
+		}
+	})
+	t.Run("a bucket that does not exist", func(t *testing.T) {
+		c := s3Config(t, t.TempDir(), srv.Addr)
+		c.Tiers[1].S3.Bucket = "no-such-bucket"
+		_, err := s3Manager(t, c).Migrate(context.Background(), "tiny.gguf", "", c.Tiers[1], false)
+		if err == nil || !strings.Contains(err.Error(), "bucket no-such-bucket does not exist") {
+			t.Fatalf("migrate to a missing bucket: %v", err)
+		}
+	})
 	t.Run("no credentials anywhere", func(t *testing.T) {
 		// s3test.Start set AWS_EC2_METADATA_DISABLED=true: the chain then
 		// asks no instance metadata service, and finds nothing.

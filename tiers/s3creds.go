@@ -92,8 +92,8 @@ func (e *CredentialsError) Error() string {
 
 func (e *CredentialsError) Unwrap() error { return e.Err }
 
-// refusedCredentials wraps a server's 401 or 403, or its codes for a bad
-// key or signature, as a CredentialsError; any other error is returned
+// refusedCredentials wraps a server's 401 or 403, or its codes for an
+// unknown key or a bad signature, as a CredentialsError; any other error is returned
 // as it is.
 func refusedCredentials(err error) error {
 	r := minio.ToErrorResponse(err)
@@ -101,7 +101,8 @@ func refusedCredentials(err error) error {
 	case err == nil:
 		return nil
 	case r.StatusCode == http.StatusUnauthorized, r.StatusCode == http.StatusForbidden,
-		r.Code == "AccessDenied", r.Code == "InvalidAccessKeyId", r.Code == "SignatureDoesNotMatch":
+		r.Code == "AccessDenied", r.Code == "InvalidAccessKeyId", r.Code == "SignatureDoesNotMatch",
+		r.Code == "XAdminUserNotFound": // versitygw's answer (a 404) to a key it does not know
 		return &CredentialsError{Source: credentialSource(), Err: err}
 	}
 	return err

@@ -121,8 +121,9 @@ func (s *objectStore) chunkedRead(ctx context.Context, rel, etag string, size in
 }
 
 // hash reads an object back and returns its XXH3-128, refusing an object
-// whose size is not want (when want ≥ 0): the store's own word (an ETag,
-// our metadata) is never taken for the content.
+// whose size is not want (when want ≥ 0) or whose content is not what its
+// upload recorded: the store's own word (an ETag, our metadata) is never
+// taken for the content.
 func (s *objectStore) hash(ctx context.Context, rel string, want int64, add func(int64)) (Digest, objectStat, error) {
 	st, err := s.stat(ctx, rel)
 	if err != nil {
@@ -145,7 +146,12 @@ func (s *objectStore) hash(ctx context.Context, rel string, want int64, add func
 	if err != nil {
 		return "", st, err
 	}
-	return digestOf(h.Sum128()), st, nil
+	d := digestOf(h.Sum128())
+	// Every read-back, whatever it is for (a copy, a twin, a scrub),
+	// refuses an object that contradicts the digest its upload put in its
+	// metadata: no verification may take a damaged object for a copy, nor
+	// record its digest as verified.
+	return d, st, checkUpload(s.where(rel), st, d)
 }
 
 // objectReader reads an object at offsets, pinned to the version it

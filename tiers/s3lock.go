@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+	"golang.org/x/sys/unix"
 )
 
 // A lock on an object tier is an object under .gguftool/locks/ holding
@@ -25,10 +27,18 @@ import (
 // its length; a lock whose lease has ended (its holder crashed or lost
 // the network) is taken over with a write conditional on its ETag, so
 // two hosts cannot both take over the same stale lock.
+//
+// A holder also records which boot of which machine it runs on, its pid
+// namespace and when its process started: a lock left by a process of
+// this machine that is gone (a crash, a SIGKILL) is taken over at once
+// instead of after its lease, since that process cannot renew it.
 type lockRecord struct {
 	Holder    string `json:"holder"`
 	Host      string `json:"host"`
 	PID       int    `json:"pid"`
+	Boot      string `json:"boot_id,omitempty"`
+	PidNS     string `json:"pid_ns,omitempty"`
+	Start     int64  `json:"pid_start,omitempty"`
 	Exclusive bool   `json:"exclusive"`
 	Expires   int64  `json:"expires_unix_ms"`
 }
@@ -49,8 +59,10 @@ func newHolder() string {
 
 func (s *objectStore) record(holder string, exclusive bool) lockRecord {
 	host, _ := os.Hostname()
-	return lockRecord{Holder: holder, Host: host, PID: os.Getpid(), Exclusive: exclusive,
-		Expires: time.Now().Add(s.opts.leaseTTL()).UnixMilli()}
+	boot, ns := thisMachine()
+	pid := os.Getpid()
+	return lockRecord{Holder: holder, Host: host, PID: pid, Boot: boot, PidNS: ns, Start: processStart(pid),
+		Exclusive: exclusive, Expires: time.Now().Add(s.opts.leaseTTL()).UnixMilli()}
 }
 
 // putLock writes a lock object: create-only when match is "", else only
@@ -90,7 +102,24 @@ func (s *objectStore) readLock(ctx context.Context, key string) (lockRecord, str
 	return r, trimQuotes(info.ETag), nil
 }
 
-func (r lockRecord) live(now time.Time) bool { return now.UnixMilli() < r.Expires }
+// live reports whether the lock still holds: its lease has not ended,
+// and its holder is not a process of this machine that is gone.
+func (r lockRecord) live(now time.Time) bool { return now.UnixMilli() < r.Expires && !r.orphaned() }
+
+// orphaned reports whether the holder is a process of this machine (the
+// same host name, boot and pid namespace) that no longer runs: its pid
+// is free, or taken by a process that started later.
+func (r lockRecord) orphaned() bool {
+	host, _ := os.Hostname()
+	boot, ns := thisMachine()
+	if r.Host != host || r.Boot != boot || r.PidNS != ns || r.PID <= 0 {
+		return false
+	}
+	if err := unix.Kill(r.PID, 0); errors.Is(err, unix.ESRCH) {
+		return true
+	}
+	return r.Start != 0 && processStart(r.PID) != r.Start
+}
 
 func (r lockRecord) String() string {
 	return fmt.Sprintf("held by %s pid %d, lease until %s", r.Host, r.PID, time.UnixMilli(r.Expires).UTC().Format(time.RFC3339))
@@ -117,7 +146,7 @@ func (s *objectStore) lock(ctx context.Context, name string, exclusive bool) (fu
 		}
 		if etag == "" {
 			cur, _, _ := s.readLock(ctx, key)
-			return nil, busy("another host's operation holds its lock object (" + cur.String() + ")")
+			return nil, busy("another operation holds its lock object (" + cur.String() + ")")
 		}
 	} else if err != nil {
 		return nil, fmt.Errorf("tiers: taking the lock on %s in tier %s: %w", name, s.tier.Name, err)
@@ -276,11 +305,14 @@ func (s *objectStore) withState(ctx context.Context, change func(*tierState) err
 
 // recordDigests stores digests verified by reading the objects back,
 // with the ETag and size each was read under.
-func (s *objectStore) recordDigests(ctx context.Context, read map[string]objectStat, digests map[string]Digest, now time.Time) error {
+func (s *objectStore) recordDigests(ctx context.Context, read map[string]Stamp, digests map[string]Digest, now time.Time) error {
 	return s.withState(ctx, func(st *tierState) error {
 		for rel, d := range digests {
-			o := read[rel]
-			st.Digests[rel] = DigestEntry{Size: o.size, ETag: o.etag, XXH3: d, Verified: now.Unix()}
+			o, ok := read[rel]
+			if !ok || o.ETag == "" {
+				return fmt.Errorf("tiers: recording %s: the object's ETag as it was read back is not known", s.where(rel))
+			}
+			st.Digests[rel] = DigestEntry{Stamp: o, XXH3: d, Verified: now.Unix()}
 		}
 		return nil
 	})

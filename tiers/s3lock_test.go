@@ -3,6 +3,7 @@ package tiers
 import (
 	"context"
 	"errors"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -122,4 +123,59 @@ func TestS3MigrateBusyAcrossHosts(t *testing.T) {
 		t.Fatalf("migrate while another host holds the lock: %v", err)
 	}
 	checkHot(t, w.hot.Root, artifactFiles(w.files, "m.pack"))
+}
+
+// TestS3LockOfAGoneProcess: a lock object left by a process of this
+// machine that no longer runs (a crash, a SIGKILL) is taken over at once,
+// not after its lease; one whose process still runs, or one of another
+// host, is still busy until its lease ends.
+func TestS3LockOfAGoneProcess(t *testing.T) {
+	srv := startS3(t)
+	cfg := s3Config(t, t.TempDir(), srv.Addr)
+	cold := cfg.Tiers[1]
+	m := s3Manager(t, cfg)
+	m.S3.LeaseTTL = time.Hour // only the holder's death can free these
+	s, _ := m.objectsFor(cold)
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	running := exec.Command("sleep", "60")
+	if err := running.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { running.Process.Kill(); running.Wait() })
+	put := func(name string, edit func(*lockRecord)) {
+		t.Helper()
+		r := s.record("someone", true)
+		edit(&r)
+		if _, err := s.putLock(context.Background(), s.lockKey(name), r, "", true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("a", func(r *lockRecord) { r.PID, r.Start = gone.Process.Pid, 0 })
+	put("b", func(r *lockRecord) { r.PID, r.Start = running.Process.Pid, processStart(running.Process.Pid) })
+	put("c", func(r *lockRecord) { r.PID, r.Start, r.Host = gone.Process.Pid, 0, "another-host" })
+	put("d", func(r *lockRecord) { r.PID, r.Start = running.Process.Pid, processStart(running.Process.Pid)+1 }) // the pid, reused
+
+	for _, c := range []struct {
+		name string
+		free bool
+		why  string
+	}{
+		{"a", true, "a process of this machine that exited"},
+		{"b", false, "a process of this machine that runs"},
+		{"c", false, "another host's process, whatever its pid here"},
+		{"d", true, "a pid now taken by a later process"},
+	} {
+		unlock, err := m.lock(cold, c.name, true)
+		switch {
+		case c.free && err != nil:
+			t.Fatalf("lock held by %s: %v, want it taken over at once", c.why, err)
+		case !c.free && !errors.Is(err, ErrBusy):
+			t.Fatalf("lock held by %s: %v, want busy", c.why, err)
+		case err == nil:
+			unlock()
+		}
+	}
 }

@@ -155,15 +155,48 @@ func AcquireLease(c *Config, path string) (*Lease, error) {
 	return &Lease{unlock: unlock}, nil
 }
 
-// DigestEntry is a file's digest as last computed, with the stat that
+// Stamp is what a file or an object was when it was read: a file's
+// size, times, device and inode; an object's size and ETag. A digest
+// recorded with a stamp describes the content only while the stamp is
+// unchanged.
+type Stamp struct {
+	Size    int64  `json:"size"`
+	MTimeNs int64  `json:"mtime_ns"`
+	CTimeNs int64  `json:"ctime_ns"`
+	Dev     uint64 `json:"dev"`
+	Ino     uint64 `json:"ino"`
+	ETag    string `json:"etag,omitempty"` // on an object tier, in place of the device, inode and times
+}
+
+// stampOf is a file's stamp from its stat.
+func stampOf(st fs.FileInfo) Stamp {
+	s := Stamp{Size: st.Size(), MTimeNs: st.ModTime().UnixNano(), CTimeNs: ctimeOf(st)}
+	if id, ok := idOf(st); ok {
+		s.Dev, s.Ino = id.dev, id.ino
+	}
+	return s
+}
+
+// sameStorage reports whether two stamps are of one file or object —
+// the same device and inode, or the same ETag — whatever its size and
+// times now. A file written in place keeps its storage; one replaced by
+// a rename, or an object uploaded again, does not. Without either
+// identity (a file system that has no inodes), only an unchanged stamp
+// counts.
+func (s Stamp) sameStorage(o Stamp) bool {
+	switch {
+	case s.ETag != "" || o.ETag != "":
+		return s.ETag == o.ETag
+	case s.Ino != 0 || o.Ino != 0:
+		return s.Dev == o.Dev && s.Ino == o.Ino
+	}
+	return s == o
+}
+
+// DigestEntry is a file's digest as last computed, with the stamp that
 // says whether it still applies.
 type DigestEntry struct {
-	Size     int64  `json:"size"`
-	MTimeNs  int64  `json:"mtime_ns"`
-	CTimeNs  int64  `json:"ctime_ns"`
-	Dev      uint64 `json:"dev"`
-	Ino      uint64 `json:"ino"`
-	ETag     string `json:"etag,omitempty"` // on an object tier, in place of the device, inode and times
+	Stamp
 	XXH3     Digest `json:"xxh3_128"`
 	Verified int64  `json:"verified_unix"` // when the content was last read and matched
 }
@@ -286,24 +319,13 @@ func entryFor(fsys FS, path string, d Digest, verified time.Time) (DigestEntry, 
 	if err != nil {
 		return DigestEntry{}, err
 	}
-	e := DigestEntry{Size: st.Size(), MTimeNs: st.ModTime().UnixNano(), CTimeNs: ctimeOf(st), XXH3: d, Verified: verified.Unix()}
-	if id, ok := idOf(st); ok {
-		e.Dev, e.Ino = id.dev, id.ino
-	}
-	return e, nil
+	return DigestEntry{Stamp: stampOf(st), XXH3: d, Verified: verified.Unix()}, nil
 }
 
 // current reports whether a cached entry still describes the file.
 func (e DigestEntry) current(fsys FS, path string) bool {
 	st, err := fsys.Lstat(path)
-	if err != nil {
-		return false
-	}
-	now := DigestEntry{Size: st.Size(), MTimeNs: st.ModTime().UnixNano(), CTimeNs: ctimeOf(st)}
-	if id, ok := idOf(st); ok {
-		now.Dev, now.Ino = id.dev, id.ino
-	}
-	return now.Size == e.Size && now.MTimeNs == e.MTimeNs && now.CTimeNs == e.CTimeNs && now.Dev == e.Dev && now.Ino == e.Ino
+	return err == nil && stampOf(st) == e.Stamp
 }
 
 // Touch records that an artifact was used now.

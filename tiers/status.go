@@ -1,9 +1,5 @@
 package tiers
 
-import (
-	"path/filepath"
-)
-
 // StatusSchema names the document `gguftool tiers status --json` prints;
 // its version is the /vN suffix, as for every command's --json document.
 const StatusSchema = "gguftool.tiers-status/v1"
@@ -96,10 +92,7 @@ func (m *Manager) Status() (*Status, error) {
 			ts.Error = err.Error()
 			st = &tierState{}
 		}
-		current := func(rel string, e DigestEntry) bool { return e.current(m.FS, filepath.Join(t.Root, rel)) }
-		if t.IsObject() {
-			current = m.objectCurrent(t)
-		}
+		current := m.currentOn(t)
 		for _, a := range all {
 			as := &ArtifactStatus{Name: a.Name, Kind: a.Kind, Size: a.Size, Files: len(a.Files), Verification: VerifiedState, LastUseUnix: st.LastUse[a.Name]}
 			for _, f := range a.Files {

@@ -165,16 +165,16 @@ func (m *Manager) CheckStructure(ta *Tier, a *Artifact, tb *Tier, b *Artifact) e
 // hashOn hashes one file of tier t, of size bytes: re-read from the disk
 // (refused if it changes meanwhile), or read back from the server by
 // ranged GETs (refused if its size is not size).
-func (m *Manager) hashOn(ctx context.Context, t *Tier, rel string, size int64, add func(int64)) (Digest, objectStat, error) {
+func (m *Manager) hashOn(ctx context.Context, t *Tier, rel string, size int64, add func(int64)) (Digest, Stamp, error) {
 	if !t.IsObject() {
-		d, err := stableHash(ctx, m.FS, m.Hasher, filepath.Join(t.Root, filepath.FromSlash(rel)), add)
-		return d, objectStat{}, err
+		return stampedHash(ctx, m.FS, m.Hasher, filepath.Join(t.Root, filepath.FromSlash(rel)), add)
 	}
 	s, err := m.objectsFor(t)
 	if err != nil {
-		return "", objectStat{}, err
+		return "", Stamp{}, err
 	}
-	return s.hash(ctx, rel, size, add)
+	d, st, err := s.hash(ctx, rel, size, add)
+	return d, st.stamp(), err
 }
 
 // VerifyPair compares two copies on any two tiers by content: every
@@ -185,13 +185,13 @@ func (m *Manager) VerifyPair(ctx context.Context, ta *Tier, a *Artifact, tb *Tie
 	if !ta.IsObject() && !tb.IsObject() {
 		return VerifyContent(ctx, m.FS, m.Hasher, ta.Root, a, tb.Root, b, add)
 	}
-	v := &Verification{Level: LevelStructure, Digests: map[string]Digest{}}
-	read := map[string]objectStat{}
+	v := &Verification{Level: LevelStructure, Digests: map[string]Digest{}, stamps: map[string]Stamp{}}
+	read := map[string]Stamp{}
 	for i, af := range a.Files {
 		bf := b.Files[i]
 		var ad, bd Digest
 		var aerr, berr error
-		var ast, bst objectStat
+		var ast, bst Stamp
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() { defer wg.Done(); ad, ast, aerr = m.hashOn(ctx, ta, af.Rel, af.Size, add) }()
@@ -207,7 +207,7 @@ func (m *Manager) VerifyPair(ctx context.Context, ta *Tier, a *Artifact, tb *Tie
 			}
 			return v, &TwinError{Path: where, Reason: fmt.Sprintf("content differs from the original (XXH3-128 %s, original %s)", bd, ad)}
 		}
-		v.Digests[af.Rel] = ad
+		v.Digests[af.Rel], v.stamps[af.Rel] = ad, ast
 		v.Bytes += af.Size
 		if ta.IsObject() {
 			read[af.Rel] = ast
@@ -231,13 +231,7 @@ func (m *Manager) cachedObjectTwin(a, b *Tier, art *Artifact) bool {
 		if err != nil {
 			return false
 		}
-		states[i] = st
-		if t.IsObject() {
-			current[i] = m.objectCurrent(t)
-		} else {
-			root := t.Root
-			current[i] = func(rel string, e DigestEntry) bool { return e.current(m.FS, filepath.Join(root, rel)) }
-		}
+		states[i], current[i] = st, m.currentOn(t)
 	}
 	for _, f := range art.Files {
 		ea, ok1 := states[0].Digests[f.Rel]
@@ -260,6 +254,43 @@ func (m *Manager) readTierState(t *Tier) (*tierState, error) {
 	}
 	st, _, err := s.readState(context.Background())
 	return st, err
+}
+
+// currentOn returns, for tier t, whether a recorded digest still
+// describes its file: the file's stamp unchanged on a directory tier,
+// the object's ETag and size on an object tier (listed once).
+func (m *Manager) currentOn(t *Tier) func(rel string, e DigestEntry) bool {
+	if t.IsObject() {
+		return m.objectCurrent(t)
+	}
+	return func(rel string, e DigestEntry) bool { return e.current(m.FS, whereOn(t, rel)) }
+}
+
+// recordOn stores digests just verified on tier t, with the stamp each
+// file was read under.
+func (m *Manager) recordOn(t *Tier, read map[string]Stamp, digests map[string]Digest) error {
+	if !t.IsObject() {
+		return recordDigests(m.FS, m.Locker, t.Root, digests, m.now())
+	}
+	s, err := m.objectsFor(t)
+	if err != nil {
+		return err
+	}
+	return s.recordDigests(context.Background(), read, digests, m.now())
+}
+
+// uploadDigest is the digest gguftool's upload put in an object's
+// metadata, "" when there is none.
+func (m *Manager) uploadDigest(ctx context.Context, t *Tier, rel string) Digest {
+	s, err := m.objectsFor(t)
+	if err != nil {
+		return ""
+	}
+	st, err := s.stat(ctx, rel)
+	if err != nil {
+		return ""
+	}
+	return st.digest
 }
 
 // objectCurrent reports, for an object tier, whether a recorded digest
@@ -285,18 +316,9 @@ func (m *Manager) objectCurrent(t *Tier) func(rel string, e DigestEntry) bool {
 // (twins find --verify): a directory's with each file's stat, an object
 // tier's with each object's ETag.
 func (m *Manager) RecordVerifiedOn(ta, tb *Tier, v *Verification) error {
-	now := m.now()
 	var errs []error
 	for _, t := range []*Tier{ta, tb} {
-		if !t.IsObject() {
-			errs = append(errs, recordDigests(m.FS, m.Locker, t.Root, v.Digests, now))
-			continue
-		}
-		s, err := m.objectsFor(t)
-		if err == nil {
-			err = s.recordDigests(context.Background(), v.read, v.Digests, now)
-		}
-		errs = append(errs, err)
+		errs = append(errs, m.recordOn(t, v.read, v.Digests))
 	}
 	return errors.Join(errs...)
 }

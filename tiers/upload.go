@@ -82,6 +82,10 @@ func (m *Manager) uploadAndVerify(ctx context.Context, j *Journal, res *Result) 
 	for _, i := range manifestLast(j) {
 		n, err := m.uploadFile(ctx, s, j, &j.Files[i], p)
 		res.CopiedBytes += n
+		if isDamaged(err) {
+			done()
+			return m.rollBackDamaged(ctx, j, err)
+		}
 		if err != nil {
 			done()
 			return err
@@ -164,19 +168,23 @@ func (m *Manager) uploadFile(ctx context.Context, s *objectStore, j *Journal, f 
 		f.Copied, f.Upload = 0, "" // recorded whole, but gone from the server
 	}
 	srcTier, _ := m.Config.Tier(j.Source.Tier)
-	in, src, unchanged, _, err := m.openSource(ctx, j, f)
+	src, err := m.openSource(ctx, j, f)
 	if err != nil {
 		return 0, err
 	}
-	defer in.Close()
+	defer src.Close()
 	if f.XXH3 == "" {
 		// The digest goes into the object's metadata, which an upload
-		// takes when it begins: the source is hashed first.
-		d, _, err := m.hashOn(ctx, srcTier, f.Rel, f.Size, nil)
+		// takes when it begins: the source is hashed first, and a source
+		// that contradicts its own records is never sent.
+		d, stamp, err := m.hashOn(ctx, srcTier, f.Rel, f.Size, nil)
 		if err != nil {
 			return 0, err
 		}
-		f.XXH3 = d
+		if err := src.check(d); err != nil {
+			return 0, err
+		}
+		f.XXH3, f.Source = d, &stamp
 		j.Step = StepCopying
 		if err := j.write(m.FS, m.now()); err != nil {
 			return 0, err
@@ -197,12 +205,12 @@ func (m *Manager) uploadFile(ctx context.Context, s *objectStore, j *Journal, f 
 		m.hook("upload:begun")
 		return nil
 	}
-	if err := s.upload(ctx, f.Rel, in, f.Size, uploadMeta(f.XXH3, j.ID), f.Upload, record, p.wait); err != nil {
+	if err := s.upload(ctx, f.Rel, src, f.Size, uploadMeta(f.XXH3, j.ID), f.Upload, record, p.wait); err != nil {
 		return 0, err
 	}
 	m.hook("upload:completed") // the object is whole on the server; the journal does not say so yet
-	if err := unchanged(); err != nil {
-		return f.Size, fmt.Errorf("%w (%s)", err, src)
+	if err := src.unchanged(); err != nil {
+		return f.Size, err
 	}
 	f.Copied, f.Upload = f.Size, ""
 	if err := j.write(m.FS, m.now()); err != nil {
@@ -215,12 +223,12 @@ func (m *Manager) uploadFile(ctx context.Context, s *objectStore, j *Journal, f 
 // checkObjects reads every file of the journal back from the object tier
 // at and compares it with the recorded digest; the metadata digest, when
 // present, must agree too. It returns each object as read.
-func (m *Manager) checkObjects(ctx context.Context, j *Journal, at Place, add func(int64)) (map[string]objectStat, error) {
+func (m *Manager) checkObjects(ctx context.Context, j *Journal, at Place, add func(int64)) (map[string]Stamp, error) {
 	s, err := m.objectsAt(at)
 	if err != nil {
 		return nil, err
 	}
-	read := map[string]objectStat{}
+	read := map[string]Stamp{}
 	for _, f := range j.Files {
 		d, st, err := s.hash(ctx, f.Rel, f.Size, add)
 		if err != nil {
@@ -232,7 +240,7 @@ func (m *Manager) checkObjects(ctx context.Context, j *Journal, at Place, add fu
 		case st.digest != "" && st.digest != f.XXH3:
 			return nil, &TwinError{Path: s.where(f.Rel), Reason: fmt.Sprintf("its metadata says XXH3-128 %s, the source's is %s", st.digest, f.XXH3)}
 		}
-		read[f.Rel] = st
+		read[f.Rel] = st.stamp()
 	}
 	return read, nil
 }
@@ -275,13 +283,18 @@ func (m *Manager) finishUpload(ctx context.Context, j *Journal, res *Result) err
 		return err
 	}
 	digests := map[string]Digest{}
-	read := map[string]objectStat{}
+	read := map[string]Stamp{}
 	for _, f := range j.Files {
 		st, err := s.stat(ctx, f.Rel)
 		if err != nil || st.size != f.Size {
 			return fmt.Errorf("tiers: journal %s: the copy of %s on %s is missing or resized; not dropping anything: %v", j.recordPath(), f.Rel, j.Dest.Tier, err)
 		}
-		digests[f.Rel], read[f.Rel] = f.XXH3, st
+		digests[f.Rel], read[f.Rel] = f.XXH3, st.stamp()
+	}
+	if j.Op == OpMove {
+		if err := m.checkSourceKept(ctx, j); err != nil {
+			return err
+		}
 	}
 	now := m.now()
 	if err := s.recordDigests(ctx, read, digests, now); err != nil {
@@ -329,73 +342,4 @@ func (m *Manager) dropAt(j *Journal, at Place) error {
 		return m.dropObjects(j, at)
 	}
 	return m.dropCopy(j, at.Root)
-}
-
-// scrubObjects re-reads an object tier's copy of an artifact and
-// compares each object with the digest recorded for it (the tier's
-// state, else the digest its upload put in its metadata).
-func (m *Manager) scrubObjects(ctx context.Context, t *Tier, a *Artifact, cutoff int64, r *ScrubResult) error {
-	s, err := m.objectsFor(t)
-	if err != nil {
-		return err
-	}
-	unlock, err := s.lock(ctx, a.Name, false)
-	if errors.Is(err, ErrBusy) {
-		r.Skipped++
-		r.Findings = append(r.Findings, Finding{Tier: t.Name, Artifact: a.Name, Path: s.where(a.Name), Outcome: "busy", Detail: err.Error()})
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	st, _, err := s.readState(ctx)
-	if err != nil {
-		return err
-	}
-	current := m.objectCurrent(t)
-	verified, read := map[string]Digest{}, map[string]objectStat{}
-	for _, f := range a.Files {
-		fd := Finding{Tier: t.Name, Artifact: a.Name, Path: s.where(f.Rel)}
-		e, recorded := st.Digests[f.Rel]
-		want := e.XXH3
-		if !recorded {
-			if h, err := s.stat(ctx, f.Rel); err == nil {
-				want = h.digest
-			}
-		}
-		switch {
-		case want == "":
-			fd.Outcome = "unrecorded"
-			r.Skipped++
-		case recorded && e.Verified > cutoff && current(f.Rel, e):
-			fd.Outcome = "recent"
-			r.Skipped++
-		default:
-			add, done := m.progress("scrub", f.Rel, f.Size)
-			d, ost, err := s.hash(ctx, f.Rel, f.Size, add)
-			done()
-			r.Checked++
-			r.Bytes += f.Size
-			switch {
-			case errors.Is(err, ErrNotTwin):
-				fd.Outcome, fd.Detail = "mismatch", err.Error()
-				r.Mismatch++
-			case err != nil:
-				return err
-			case d != want:
-				fd.Outcome = "mismatch"
-				fd.Detail = fmt.Sprintf("content read back differs from its recorded digest (XXH3-128 %s, recorded %s)", d, want)
-				r.Mismatch++
-			default:
-				fd.Outcome = "ok"
-				verified[f.Rel], read[f.Rel] = d, ost
-			}
-		}
-		r.Findings = append(r.Findings, fd)
-	}
-	if len(verified) == 0 {
-		return nil
-	}
-	return s.recordDigests(ctx, read, verified, m.now())
 }

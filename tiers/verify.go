@@ -42,6 +42,9 @@ func HashFile(ctx context.Context, fsys FS, path string, progress func(int64)) (
 type TwinError struct {
 	Path   string
 	Reason string
+	// damaged: the file is a source whose bytes contradict its own
+	// records (damagedError).
+	damaged bool
 }
 
 func (e *TwinError) Error() string { return fmt.Sprintf("tiers: %s: %s", e.Path, e.Reason) }
@@ -74,7 +77,10 @@ type Verification struct {
 	Bytes   int64             `json:"bytes"`
 	// read is, for an object tier's copy, each object as it was read
 	// back (its ETag goes into the tier's state).
-	read map[string]objectStat
+	read map[string]Stamp
+	// stamps are the first copy's files as they were read: the stamp each
+	// digest was taken under.
+	stamps map[string]Stamp
 }
 
 // CheckStructure compares two copies' file lists and refuses a "copy"
@@ -132,14 +138,18 @@ func CheckStructure(fsys FS, hotRoot string, hot *Artifact, coldRoot string, col
 // parallel, and compares. A file that changes size or time while it is
 // read is refused: it is being written.
 func VerifyContent(ctx context.Context, fsys FS, h Hasher, hotRoot string, hot *Artifact, coldRoot string, cold *Artifact, progress func(int64)) (*Verification, error) {
-	v := &Verification{Level: LevelStructure, Digests: map[string]Digest{}}
+	v := &Verification{Level: LevelStructure, Digests: map[string]Digest{}, stamps: map[string]Stamp{}}
 	for i, hf := range hot.Files {
 		cf := cold.Files[i]
 		var wg sync.WaitGroup
 		var hd, cd Digest
+		var hst Stamp
 		var herr, cerr error
 		wg.Add(2)
-		go func() { defer wg.Done(); hd, herr = stableHash(ctx, fsys, h, filepath.Join(hotRoot, hf.Rel), progress) }()
+		go func() {
+			defer wg.Done()
+			hd, hst, herr = stampedHash(ctx, fsys, h, filepath.Join(hotRoot, hf.Rel), progress)
+		}()
 		go func() {
 			defer wg.Done()
 			cd, cerr = stableHash(ctx, fsys, h, filepath.Join(coldRoot, cf.Rel), progress)
@@ -151,7 +161,7 @@ func VerifyContent(ctx context.Context, fsys FS, h Hasher, hotRoot string, hot *
 		if hd != cd {
 			return v, &TwinError{Path: filepath.Join(coldRoot, cf.Rel), Reason: fmt.Sprintf("content differs from the original (XXH3-128 %s, original %s)", cd, hd)}
 		}
-		v.Digests[hf.Rel] = hd
+		v.Digests[hf.Rel], v.stamps[hf.Rel] = hd, hst
 		v.Bytes += hf.Size
 	}
 	v.Level = LevelContent
@@ -160,20 +170,27 @@ func VerifyContent(ctx context.Context, fsys FS, h Hasher, hotRoot string, hot *
 
 // stableHash hashes a file and refuses it if it changed meanwhile.
 func stableHash(ctx context.Context, fsys FS, h Hasher, path string, progress func(int64)) (Digest, error) {
+	d, _, err := stampedHash(ctx, fsys, h, path, progress)
+	return d, err
+}
+
+// stampedHash is stableHash that also returns the file's stamp, the
+// same before and after the read.
+func stampedHash(ctx context.Context, fsys FS, h Hasher, path string, progress func(int64)) (Digest, Stamp, error) {
 	before, err := fsys.Lstat(path)
 	if err != nil {
-		return "", err
+		return "", Stamp{}, err
 	}
 	n, d, err := h.Hash(ctx, path, progress)
 	if err != nil {
-		return "", err
+		return "", Stamp{}, err
 	}
 	after, err := fsys.Lstat(path)
 	if err != nil {
-		return "", err
+		return "", Stamp{}, err
 	}
-	if n != before.Size() || after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) || ctimeOf(after) != ctimeOf(before) {
-		return "", &TwinError{Path: path, Reason: "changed while being read (being written?)"}
+	if n != before.Size() || stampOf(after) != stampOf(before) {
+		return "", Stamp{}, &TwinError{Path: path, Reason: "changed while being read (being written?)"}
 	}
-	return d, nil
+	return d, stampOf(before), nil
 }
