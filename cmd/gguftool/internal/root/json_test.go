@@ -108,6 +108,7 @@ func TestJSONOutputsCarryTheirSchema(t *testing.T) {
 		{[]string{"migrate", "m.gguf", "--to", "cold"}, 0},
 		{[]string{"ensure-hot", "m.gguf"}, 0},
 		{[]string{"twins", "verify", model, filepath.Join(cold, "m.gguf")}, 0},
+		{[]string{"tiers", "forget", "m.gguf", "--tier", "cold"}, 0},
 	}
 	schemas := jsonSchemas(commandTree())
 	checked := map[string]bool{}

@@ -135,6 +135,7 @@ const (
 	RecoverSchema   = "gguftool.tiers-recover/v1"
 	EvictSchema     = "gguftool.tiers-evict/v1"
 	ScrubSchema     = "gguftool.tiers-scrub/v1"
+	ForgetSchema    = "gguftool.tiers-forget/v1"
 	MigrateSchema   = "gguftool.migrate/v1"
 	EnsureHotSchema = "gguftool.ensure-hot/v1"
 )
@@ -227,7 +228,7 @@ func parseAge(s string) (time.Duration, error) {
 func NewCmdTiers(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tiers <command>",
-		Short: "Storage tiers: status, recovery, eviction, scrubbing",
+		Short: "Storage tiers: status, recovery, eviction, scrubbing, forgetting records",
 		Long: `Storage tiers are places artifacts (GGUF files, split sets, pack
 directories) live: fast NVMe while served, warm or cold disks otherwise. A
 copy is dropped only once a twin on another tier is verified by content.
@@ -237,7 +238,7 @@ Each tier keeps its journal, locks, digest records and usage record in a
 See also: gguftool migrate, gguftool ensure-hot, gguftool twins.
 ` + configHelp + "\n" + cmdutil.ExitCodesHelp,
 	}
-	cmd.AddCommand(NewCmdTiersStatus(f, nil), NewCmdTiersRecover(f, nil), NewCmdTiersEvict(f, nil), NewCmdTiersScrub(f, nil))
+	cmd.AddCommand(NewCmdTiersStatus(f, nil), NewCmdTiersRecover(f, nil), NewCmdTiersEvict(f, nil), NewCmdTiersScrub(f, nil), NewCmdTiersForget(f, nil))
 	return cmdutil.Group(cmd)
 }
 
@@ -385,8 +386,16 @@ An upload onto an s3 tier, whose journal is kept on the source's disk, is
 resumed by asking the server which parts of each multipart upload it holds
 and sending only the rest; rolled back, its uploads are aborted and the
 objects it completed (those carrying its journal's ID) removed. Its lock
-object, left by a crashed process or one cut off from the server, holds
-until its lease runs out (two minutes): until then the operation is busy.
+object, left by a process of this machine that is gone (a crash, a kill),
+is taken over at once; one left by another machine, or by a process cut
+off from the server, holds until its lease runs out (two minutes): until
+then the operation is busy.
+
+Recovery never publishes bytes that contradict the digests recorded when
+they were verified, and never drops a source that changed after it was
+copied: a copy from a damaged source is rolled back (exit code 3), and a
+move whose source was written since its copy is rolled back, keeping the
+source as it is now (exit code 3).
 
 Examples:
   gguftool tiers recover
@@ -571,8 +580,12 @@ func NewCmdTiersScrub(f *cmdutil.Factory, runF func(context.Context, *TiersScrub
 whose last verification is older than --older-than, and compare it with the
 XXH3-128 recorded when it was last verified. A match refreshes the record
 (tiers status shows its age); a mismatch is reported naming the file (exit
-code 3). Files with no recorded digest are listed as unrecorded: verify them
-against a twin with gguftool twins find --verify. A --tier the
+code 3). A file the tier recorded that is no longer there (a deleted object,
+a file removed from a pack) is reported as missing (exit code 3); if it was
+removed on purpose, gguftool tiers forget drops its record. Files with no
+recorded digest are listed as unrecorded: verify them against a twin with
+gguftool twins find --verify. On an s3 tier an object without a record is
+compared with the digest its upload put in its metadata. A --tier the
 configuration does not have is a usage error (exit code 2).
 
 Examples:

@@ -27,7 +27,7 @@ func TestParseAge(t *testing.T) {
 
 // seeEmbedded lets cmp compare the unexported options the commands embed.
 var seeEmbedded = cmdtest.WithCmpOptions(cmp.AllowUnexported(TiersStatusOptions{}, TiersRecoverOptions{}, TiersEvictOptions{},
-	TiersScrubOptions{}, MigrateOptions{}, EnsureHotOptions{}, moveOptions{}, TwinsFindOptions{}))
+	TiersScrubOptions{}, TiersForgetOptions{}, MigrateOptions{}, EnsureHotOptions{}, moveOptions{}, TwinsFindOptions{}))
 
 func TestNewCmdTiersStatus(t *testing.T) {
 	cmdtest.RunFlagCases(t, NewCmdTiersStatus, func(o *TiersStatusOptions) **iostreams.IOStreams { return &o.IO }, []cmdtest.FlagCase[TiersStatusOptions]{
@@ -68,6 +68,16 @@ func TestNewCmdTiersScrub(t *testing.T) {
 			Want: TiersScrubOptions{baseOptions: baseOptions{JSON: true}, OlderThan: 36 * time.Hour, Tiers: []string{"archive", "cold", "warm"}}},
 		{Name: "everything", Args: "--older-than 0", Want: TiersScrubOptions{}},
 		{Name: "bad age", Args: "--older-than 3w", WantErr: "--older-than"},
+	}, seeEmbedded)
+}
+
+func TestNewCmdTiersForget(t *testing.T) {
+	cmdtest.RunFlagCases(t, NewCmdTiersForget, func(o *TiersForgetOptions) **iostreams.IOStreams { return &o.IO }, []cmdtest.FlagCase[TiersForgetOptions]{
+		{Name: "a pack on a tier", Args: "models/qwen3.pack --tier archive", Want: TiersForgetOptions{Name: "models/qwen3.pack", Tier: "archive"}},
+		{Name: "every flag", Args: "tiny.gguf --tier s3 --json --config t.json",
+			Want: TiersForgetOptions{baseOptions: baseOptions{Config: "t.json", JSON: true}, Name: "tiny.gguf", Tier: "s3"}},
+		{Name: "no tier", Args: "tiny.gguf", WantErr: "--tier is required"},
+		{Name: "no name", Args: "--tier s3", WantErr: "expected the artifact's name, got 0"},
 	}, seeEmbedded)
 }
 
