@@ -357,8 +357,8 @@ func wholeOn(fsys FS, root string, want map[string]Digest) bool {
 	return true
 }
 
-// TestRecoverReverifies corrupts, without changing its size, the copy an
-// interrupted operation verified before the crash. Recovery must read it
+// TestRecoverReverifies corrupts (a flipped byte, a truncation, a
+// deletion) the copy an interrupted operation verified before the crash. Recovery must read it
 // again before dropping anything: it rolls the operation back when the
 // source is whole (removing a copy it made, keeping a twin that was there
 // before).
@@ -385,6 +385,17 @@ func TestRecoverReverifies(t *testing.T) {
 		{"published onto a twin, twin rotten", twin, "journal:published", "small.gguf", func(t *testing.T, mem *MemFS) string {
 			flipByte(t, mem, "/cold/small.gguf")
 			return "/cold/small.gguf"
+		}},
+		{"published, copy truncated", split, "journal:published", "models/big", func(t *testing.T, mem *MemFS) string {
+			truncateInPlace(t, mem, "/cold/"+shard2)
+			return "/cold/" + shard2
+		}},
+		{"published, copy deleted", split, "journal:published", "models/big", func(t *testing.T, mem *MemFS) string {
+			if err := mem.Remove("/cold/" + shard2); err != nil {
+				t.Fatal(err)
+			}
+			mem.SyncDir("/cold/models")
+			return "/cold/" + shard2
 		}},
 	}
 	for _, c := range cases {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -300,4 +301,57 @@ func addDirectoryTier(t *testing.T, w *s3World) *Tier {
 	tr := &Tier{Name: "archive", Root: root, Role: Cold}
 	w.cfg.Tiers = append(w.cfg.Tiers, tr)
 	return tr
+}
+
+// TestS3RecoverNeverDropsOntoDamage kills a migration onto the bucket
+// (in a child process, SIGKILL) once its objects were verified, or once
+// the record says published, and damages one of them before recovery:
+// recovery reads the objects back, finds the damage, and rolls the
+// upload back instead of dropping the disk's copy, which stays whole.
+func TestS3RecoverNeverDropsOntoDamage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	srv := startS3(t)
+	base := t.TempDir()
+	world := func(n string) (string, map[string][]byte) {
+		clearBucket(t, srv)
+		hot := base + "/" + n + "/nvme"
+		return hot, artifactFiles(s3Fixture(t, hot, 35), "m.pack")
+	}
+	hot, _ := world("probe")
+	steps, _ := s3Child(t, hot, srv.Addr, 0, 0)
+	for _, point := range []string{"journal:verified", "journal:published"} {
+		at := slices.Index(steps, point) + 1
+		if at == 0 {
+			t.Fatalf("the migration never reached %s: %v", point, steps)
+		}
+		for _, dmg := range s3Damages {
+			t.Run(point+"/"+dmg.name, func(t *testing.T) {
+				hot, files := world(strings.ReplaceAll(point, ":", "-") + "-" + dmg.name)
+				if _, killed := s3Child(t, hot, srv.Addr, at, 0); !killed {
+					t.Fatal("the child was not killed")
+				}
+				dmg.do(t, srv.objectPath("m.pack/layers/blk.0.bin"))
+				m, err := s3ChildManager(hot, srv.Addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				_, err = m.Recover(context.Background(), RecoverFinish)
+				if !errors.Is(err, ErrNotTwin) || !strings.Contains(err.Error(), "rolled back") {
+					t.Fatalf("recover over a damaged object: %v, want a rollback", err)
+				}
+				if !wholeOnHot(hot, files) {
+					t.Fatal("the disk's copy is not whole")
+				}
+				noLeftovers(t, srv, hot)
+				cold, _ := m.Config.Tier("s3")
+				if _, err := m.Migrate(context.Background(), "m.pack", "", cold, false); err != nil {
+					t.Fatalf("migrating again: %v", err)
+				}
+				checkObjectsHold(t, srv, files)
+			})
+		}
+	}
 }
