@@ -48,18 +48,6 @@ func NewSampler(o SamplerOptions) *Sampler {
 	return &Sampler{o: o, rng: rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))}
 }
 
-// Sample picks the next token from logits that are all finite, as Eval's
-// and EvalBatch's always are (they refuse a forward pass that produced
-// NaN or an infinity). Given a non-finite logit it panics, since no token
-// can be drawn from it: callers holding logits of their own use Next.
-func (s *Sampler) Sample(logits []float32) int {
-	id, err := s.Next(logits)
-	if err != nil {
-		panic(err)
-	}
-	return id
-}
-
 // Next picks the next token, or refuses logits that are empty or hold NaN
 // or an infinity: a softmax over them is NaN, and drawing from NaN would
 // return whichever candidate came last.

@@ -51,7 +51,7 @@ func TestTinyTemperatureIsGreedy(t *testing.T) {
 	for _, temp := range []float64{1e-300, 1e-308, 2.2e-308, 5e-324, 1e-12} {
 		for seed := range uint64(32) {
 			s := NewSampler(SamplerOptions{Temperature: temp, Seed: seed})
-			if got := s.Sample(logits); got != 1 {
+			if got, err := s.Next(logits); err != nil || got != 1 {
 				t.Fatalf("temperature %g, seed %d: token %d, want the argmax 1", temp, seed, got)
 			}
 		}
@@ -60,7 +60,11 @@ func TestTinyTemperatureIsGreedy(t *testing.T) {
 	tied := []float32{3, -1, 3, 0}
 	seen := map[int]bool{}
 	for seed := range uint64(64) {
-		seen[NewSampler(SamplerOptions{Temperature: 1e-310, Seed: seed}).Sample(tied)] = true
+		id, err := NewSampler(SamplerOptions{Temperature: 1e-310, Seed: seed}).Next(tied)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[id] = true
 	}
 	if len(seen) != 2 || !seen[0] || !seen[2] {
 		t.Errorf("tied best logits at a tiny temperature drew %v, want both 0 and 2", seen)

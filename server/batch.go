@@ -210,10 +210,14 @@ func (s *Server) step(live []*sequence) ([]engine.BatchItem, []int) {
 
 // emit samples the sequence's next token from logits and sends its text;
 // it returns the final event when the sequence is done (an end of
-// generation, a stop sequence, or max_tokens).
+// generation, a stop sequence, or max_tokens), or with the error when
+// no token can be drawn from the logits.
 func (s *Server) emit(q *sequence, logits []float32) (event, bool) {
 	p := q.j.p
-	id := q.sampler.Sample(logits)
+	id, err := q.sampler.Next(logits)
+	if err != nil {
+		return event{done: true, err: err}, true
+	}
 	q.tokens = append(q.tokens, id)
 	if s.tok.IsEOG(id) {
 		return event{done: true, finish: "stop", text: q.st.flush()}, true
