@@ -51,6 +51,23 @@ var dirDamages = []struct {
 	}},
 }
 
+// migratedToCold is a MemFS with a hot and a cold tier, and artifact of
+// files migrated from the hot tier to the cold one (which then records
+// what it verified). It returns the hot tier.
+func migratedToCold(t *testing.T, files map[string][]byte, artifact string) (*MemFS, *Config, *Tier) {
+	t.Helper()
+	mem := NewMemFS()
+	cfg := testConfig(t, "", "hot:hot:1GB", "cold:cold:1GB")
+	for _, tr := range cfg.Tiers {
+		mem.MkdirAll(tr.Root, 0o755)
+	}
+	put(t, mem, "/hot", files, artifact)
+	if _, err := memManager(cfg, mem, &MemLocker{}).Migrate(context.Background(), artifact, "", cfg.Tiers[1], false); err != nil {
+		t.Fatal(err)
+	}
+	return mem, cfg, cfg.Tiers[0]
+}
+
 // dirVictims are the fixture's artifacts and the file of each damaged.
 var dirVictims = []struct{ artifact, file string }{
 	{"small.gguf", "small.gguf"},
@@ -70,16 +87,7 @@ func TestDirectoryDamageNeverComesBack(t *testing.T) {
 	for _, v := range dirVictims {
 		for _, dmg := range dirDamages {
 			t.Run(v.artifact+"/"+dmg.name, func(t *testing.T) {
-				mem := NewMemFS()
-				cfg := testConfig(t, "", "hot:hot:1GB", "cold:cold:1GB")
-				for _, tr := range cfg.Tiers {
-					mem.MkdirAll(tr.Root, 0o755)
-				}
-				put(t, mem, "/hot", files, v.artifact)
-				hot, cold := cfg.Tiers[0], cfg.Tiers[1]
-				if _, err := memManager(cfg, mem, &MemLocker{}).Migrate(ctx, v.artifact, "", cold, false); err != nil {
-					t.Fatal(err)
-				}
+				mem, cfg, hot := migratedToCold(t, files, v.artifact)
 				dmg.do(t, mem, "/cold/"+v.file)
 				onHot := func() bool {
 					_, err := Find(mem, "/hot", v.artifact)
@@ -130,16 +138,7 @@ func TestDirectoryResumeNeverPublishesDamage(t *testing.T) {
 	const victim = "packs/moe/layers/blk.0.gxc"
 	for _, dmg := range dirDamages {
 		t.Run(dmg.name, func(t *testing.T) {
-			mem := NewMemFS()
-			cfg := testConfig(t, "", "hot:hot:1GB", "cold:cold:1GB")
-			for _, tr := range cfg.Tiers {
-				mem.MkdirAll(tr.Root, 0o755)
-			}
-			put(t, mem, "/hot", files, "packs/moe")
-			hot, cold := cfg.Tiers[0], cfg.Tiers[1]
-			if _, err := memManager(cfg, mem, &MemLocker{}).Migrate(context.Background(), "packs/moe", "", cold, false); err != nil {
-				t.Fatal(err)
-			}
+			mem, cfg, hot := migratedToCold(t, files, "packs/moe")
 			m := memManager(cfg, mem, &MemLocker{})
 			ctx, cancel := context.WithCancel(context.Background())
 			checkpoints := 0
@@ -200,17 +199,9 @@ func TestRotAfterVerificationIsDropped(t *testing.T) {
 func TestForgetAcceptsAChange(t *testing.T) {
 	files := fixtureFiles(24)
 	ctx := context.Background()
-	mem := NewMemFS()
-	cfg := testConfig(t, "", "hot:hot:1GB", "cold:cold:1GB")
-	for _, tr := range cfg.Tiers {
-		mem.MkdirAll(tr.Root, 0o755)
-	}
-	put(t, mem, "/hot", files, "packs/moe")
-	hot, cold := cfg.Tiers[0], cfg.Tiers[1]
+	mem, cfg, hot := migratedToCold(t, files, "packs/moe")
+	cold := cfg.Tiers[1]
 	m := memManager(cfg, mem, &MemLocker{})
-	if _, err := m.Migrate(ctx, "packs/moe", "", cold, false); err != nil {
-		t.Fatal(err)
-	}
 	rot(t, mem, "/cold/packs/moe/resident.gguf")
 	_, _, err := m.EnsureHot(ctx, "packs/moe", hot, false)
 	if !errors.Is(err, ErrNotTwin) || !strings.Contains(err.Error(), "gguftool tiers forget packs/moe --tier cold") {

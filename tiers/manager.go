@@ -861,20 +861,32 @@ func (m *Manager) reverify(ctx context.Context, j *Journal, res *Result) error {
 	if serr := m.checkRecorded(ctx, j, j.Source); serr != nil {
 		return fmt.Errorf("%w; the source on %s does not match its recorded digests either (%v): nothing was dropped or removed, and journal %s stays for a person to settle", err, j.Source.Tier, serr, record)
 	}
+	what, uerr := m.undoCopy(j)
+	if uerr != nil {
+		return errors.Join(err, uerr)
+	}
+	return &rolledBackError{err: err, msg: fmt.Sprintf("rolled back (journal %s): %s and nothing was dropped; %s stays on %s", record, what, j.Artifact, j.Source.Tier)}
+}
+
+// undoCopy rolls back an operation past its verification whose copy is
+// not to be kept: a copy it made is removed, a twin that was there before
+// is left as it is (its recorded digests forgotten), and the record is
+// deleted. It says what became of the copy.
+func (m *Manager) undoCopy(j *Journal) (string, error) {
 	what := fmt.Sprintf("the copy on %s was removed", j.Dest.Tier)
 	if j.Twin {
 		what = fmt.Sprintf("the copy on %s was there before and is left as it is", j.Dest.Tier)
-		if ferr := m.forgetOn(j.Dest, j.artifact()); ferr != nil {
-			return errors.Join(err, ferr)
+		if err := m.forgetOn(j.Dest, j.artifact()); err != nil {
+			return "", err
 		}
-	} else if derr := m.dropAt(j, j.Dest); derr != nil {
-		return errors.Join(err, derr)
+	} else if err := m.dropAt(j, j.Dest); err != nil {
+		return "", err
 	}
-	if rerr := j.remove(m.FS); rerr != nil {
-		return errors.Join(err, rerr)
+	if err := j.remove(m.FS); err != nil {
+		return "", err
 	}
 	m.hook("journal:rolled-back")
-	return &rolledBackError{err: err, msg: fmt.Sprintf("rolled back (journal %s): %s and nothing was dropped; %s stays on %s", record, what, j.Artifact, j.Source.Tier)}
+	return what, nil
 }
 
 // checkRecorded hashes the artifact's files at place and compares each
@@ -1015,19 +1027,10 @@ func (m *Manager) checkSourceKept(ctx context.Context, j *Journal) error {
 		}
 		return fmt.Errorf("%w; %s: nothing was dropped or removed, and journal %s stays for a person to settle", err, why, j.recordPath())
 	}
-	what := fmt.Sprintf("the copy on %s was removed", j.Dest.Tier)
-	if j.Twin {
-		what = fmt.Sprintf("the copy on %s was there before and is left as it is", j.Dest.Tier)
-		if ferr := m.forgetOn(j.Dest, j.artifact()); ferr != nil {
-			return errors.Join(err, ferr)
-		}
-	} else if derr := m.dropAt(j, j.Dest); derr != nil {
-		return errors.Join(err, derr)
+	what, uerr := m.undoCopy(j)
+	if uerr != nil {
+		return errors.Join(err, uerr)
 	}
-	if rerr := j.remove(m.FS); rerr != nil {
-		return errors.Join(err, rerr)
-	}
-	m.hook("journal:rolled-back")
 	return &rolledBackError{err: err, msg: fmt.Sprintf("rolled back (journal %s): %s, and %s keeps %s as it is now; migrate it again to move it", j.ID, what, j.Source.Tier, j.Artifact)}
 }
 
