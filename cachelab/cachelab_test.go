@@ -184,9 +184,22 @@ func TestPoliciesDiffer(t *testing.T) {
 func TestDeterministic(t *testing.T) {
 	a := randomTrace(rand.New(rand.NewPCG(5, 6)), 3, 20, 5, 500)
 	for _, p := range Policies {
-		first, _ := a.Replay(p, 10, false, DefaultOptions)
+		first, err := a.Replay(p, 10, false, DefaultOptions)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		// Two failed or empty replays would be equal too: the counts must
+		// be those of a replay that looked experts up and both hit and
+		// missed.
+		if first.Lookups == 0 || first.Hits == 0 || first.Hits == first.Lookups {
+			t.Fatalf("%s: %+v is not a replay of the trace", p, first)
+		}
 		for range 5 {
-			if again, _ := a.Replay(p, 10, false, DefaultOptions); again != first {
+			again, err := a.Replay(p, 10, false, DefaultOptions)
+			if err != nil {
+				t.Fatalf("%s, replayed again: %v", p, err)
+			}
+			if again != first {
 				t.Fatalf("%s: %+v then %+v", p, first, again)
 			}
 		}
