@@ -18,7 +18,7 @@ import (
 func requireVec(t *testing.T) {
 	t.Helper()
 	if vecSoftmaxRuns == nil || vecSiluRuns == nil || vecSwigluRuns == nil ||
-		vecAttnAccum == nil || vecScaleMul == nil || vecScale == nil {
+		vecAttnAccum == nil || vecScaleMul == nil || vecScale == nil || vecMad == nil {
 		t.Skip("no vector kernels in this build or at this kernel level")
 	}
 }
@@ -26,10 +26,10 @@ func requireVec(t *testing.T) {
 // withGoLoops runs fn with every kernel variable nil, so the callers run
 // their Go loops, the reference.
 func withGoLoops(fn func()) {
-	sm, sl, sw, aa, smul, sc := vecSoftmaxRuns, vecSiluRuns, vecSwigluRuns, vecAttnAccum, vecScaleMul, vecScale
-	vecSoftmaxRuns, vecSiluRuns, vecSwigluRuns, vecAttnAccum, vecScaleMul, vecScale = nil, nil, nil, nil, nil, nil
+	sm, sl, sw, aa, smul, sc, mad := vecSoftmaxRuns, vecSiluRuns, vecSwigluRuns, vecAttnAccum, vecScaleMul, vecScale, vecMad
+	vecSoftmaxRuns, vecSiluRuns, vecSwigluRuns, vecAttnAccum, vecScaleMul, vecScale, vecMad = nil, nil, nil, nil, nil, nil, nil
 	defer func() {
-		vecSoftmaxRuns, vecSiluRuns, vecSwigluRuns, vecAttnAccum, vecScaleMul, vecScale = sm, sl, sw, aa, smul, sc
+		vecSoftmaxRuns, vecSiluRuns, vecSwigluRuns, vecAttnAccum, vecScaleMul, vecScale, vecMad = sm, sl, sw, aa, smul, sc, mad
 	}()
 	fn()
 }
@@ -310,5 +310,17 @@ func TestVecMad(t *testing.T) {
 			}
 			vecSameBits(t, "mad", y, want)
 		}
+	}
+	// Through its caller, the delta rule, whose Go loop keeps the tail
+	// the kernel leaves: the same state and output as the Go loop alone.
+	for _, n := range []int{8, 13, 64, 67} {
+		q, k, v := expInputs(r, n, 4), expInputs(r, n, 4), expInputs(r, n, 4)
+		state := expInputs(r, n*n, 4)
+		out, delta := make([]float32, n), make([]float32, n)
+		wantState, wantOut := slices.Clone(state), make([]float32, n)
+		withGoLoops(func() { deltaUpdate(wantState, q, k, v, 0.5, wantOut, make([]float32, n)) })
+		deltaUpdate(state, q, k, v, 0.5, out, delta)
+		vecSameBits(t, "delta rule state", state, wantState)
+		vecSameBits(t, "delta rule output", out, wantOut)
 	}
 }
