@@ -3,8 +3,11 @@ package golden
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"slices"
 	"testing"
 
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
 	"github.com/gguftool/gguftool/golden"
 	"github.com/gguftool/gguftool/internal/iostreams"
@@ -48,5 +51,40 @@ func TestGoldenListJSON(t *testing.T) {
 		if f.Name != s.Name() || f.Spec != s || f.Runtime != golden.Supported(s) || f.Command == "" || f.Tolerance.LogprobAbs <= 0 {
 			t.Errorf("fixture %d: %+v", i, f)
 		}
+	}
+}
+
+// TestGoldenCheckRuns: `golden check --only` compares exactly the fixtures
+// named, resident and streamed, and says so in its document; a name that
+// matches no fixture is a usage error rather than a check of nothing.
+func TestGoldenCheckRuns(t *testing.T) {
+	want := []string{"olmoe-f16-seed3", "llama-f32-seed1"}
+	ios, out, _ := iostreams.Test()
+	if err := goldenCheckRun(context.Background(), &GoldenCheckOptions{IO: ios, Only: want, Dir: t.TempDir(), JSON: true}); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Schema  string                `json:"schema"`
+		Results []*golden.CheckResult `json:"results"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var ran []string
+	for _, r := range doc.Results {
+		ran = append(ran, r.Spec.Name())
+		if !r.OK || !r.Same || r.GGUF == nil || r.Pack == nil || r.GGUF.GreedyMatch != len(r.GGUF.Greedy) || len(r.GGUF.Greedy) == 0 {
+			t.Errorf("%s: %+v", r.Spec.Name(), r)
+		}
+	}
+	slices.Sort(ran)
+	slices.Sort(want)
+	if doc.Schema != CheckSchema || !slices.Equal(ran, want) {
+		t.Fatalf("schema %q, checked %v; want %q, %v", doc.Schema, ran, CheckSchema, want)
+	}
+	err := goldenCheckRun(context.Background(), &GoldenCheckOptions{IO: ios, Only: []string{"no-such-fixture"}, Dir: t.TempDir()})
+	var fe *cmdutil.FlagError
+	if !errors.As(err, &fe) {
+		t.Errorf("--only no-such-fixture: %v, want a usage error", err)
 	}
 }
