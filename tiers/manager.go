@@ -779,7 +779,10 @@ func (m *Manager) run(ctx context.Context, j *Journal, res *Result) error {
 			return err
 		}
 	}
-	return m.finish(j, res)
+	// Not ctx: once published, a move between directories checks its
+	// source to the end whatever the context says (an upload's check
+	// stops with it).
+	return m.finish(context.Background(), j, res)
 }
 
 // copyAndVerify takes an operation from its start to verified: it checks
@@ -932,29 +935,28 @@ type rolledBackError struct {
 func (e *rolledBackError) Error() string { return e.err.Error() + "; " + e.msg }
 func (e *rolledBackError) Unwrap() error { return e.err }
 
-// finish completes a published operation: records digests, drops the
-// source of a move, deletes the journal.
-func (m *Manager) finish(j *Journal, res *Result) error {
-	for _, u := range j.units() {
-		if _, err := m.FS.Lstat(u.tmp); err == nil {
-			return fmt.Errorf("tiers: journal %s: %s still exists after publication", j.recordPath(), u.tmp)
-		}
+// finish completes a published operation, onto a directory or an object
+// tier alike: it makes sure the copy is whole where it was published,
+// checks that the source of a move is still what was copied, records the
+// digests on both ends, drops the source of a move and deletes the
+// journal. What differs by the destination's kind is behind
+// publishedCopy.
+func (m *Manager) finish(ctx context.Context, j *Journal, res *Result) error {
+	record, err := m.publishedCopy(ctx, j)
+	if err != nil {
+		return err
 	}
 	digests := map[string]Digest{}
 	for _, f := range j.Files {
-		st, err := m.FS.Lstat(filepath.Join(j.Dest.Root, filepath.FromSlash(f.Rel)))
-		if err != nil || st.Size() != f.Size {
-			return fmt.Errorf("tiers: journal %s: the copy of %s on %s is missing or resized; not dropping anything: %v", j.recordPath(), f.Rel, j.Dest.Tier, err)
-		}
 		digests[f.Rel] = f.XXH3
 	}
 	if j.Op == OpMove {
-		if err := m.checkSourceKept(context.Background(), j); err != nil {
+		if err := m.checkSourceKept(ctx, j); err != nil {
 			return err
 		}
 	}
 	now := m.now()
-	if err := recordDigests(m.FS, m.Locker, j.Dest.Root, digests, now); err != nil {
+	if err := record(digests, now); err != nil {
 		return err
 	}
 	res.Digests = digests
@@ -978,6 +980,44 @@ func (m *Manager) finish(j *Journal, res *Result) error {
 	}
 	m.hook("journal:done")
 	return nil
+}
+
+// recordFunc records the digests of a published copy where it lies.
+type recordFunc func(digests map[string]Digest, now time.Time) error
+
+// publishedCopy checks that every file of a published operation lies at
+// its destination whole (present, and of the size copied) and returns
+// how to record their digests there. Nothing is dropped when it is not.
+func (m *Manager) publishedCopy(ctx context.Context, j *Journal) (recordFunc, error) {
+	if j.Dest.object() {
+		return m.publishedObjects(ctx, j)
+	}
+	return m.publishedFiles(j)
+}
+
+// publishedFiles is publishedCopy onto a directory: no temporary is left
+// beside a final name, and the tier's state records the digests.
+func (m *Manager) publishedFiles(j *Journal) (recordFunc, error) {
+	for _, u := range j.units() {
+		if _, err := m.FS.Lstat(u.tmp); err == nil {
+			return nil, fmt.Errorf("tiers: journal %s: %s still exists after publication", j.recordPath(), u.tmp)
+		}
+	}
+	for _, f := range j.Files {
+		st, err := m.FS.Lstat(filepath.Join(j.Dest.Root, filepath.FromSlash(f.Rel)))
+		if err != nil || st.Size() != f.Size {
+			return nil, notWhole(j, f, err)
+		}
+	}
+	return func(digests map[string]Digest, now time.Time) error {
+		return recordDigests(m.FS, m.Locker, j.Dest.Root, digests, now)
+	}, nil
+}
+
+// notWhole is the refusal of a published copy of f that is missing or
+// resized.
+func notWhole(j *Journal, f JournalFile, err error) error {
+	return fmt.Errorf("tiers: journal %s: the copy of %s on %s is missing or resized; not dropping anything: %v", j.recordPath(), f.Rel, j.Dest.Tier, err)
 }
 
 // checkSourceKept makes sure, before a move drops its source, that the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // An operation onto an object tier (an upload) keeps its journal on the
@@ -53,7 +54,7 @@ func (m *Manager) runUpload(ctx context.Context, j *Journal, res *Result) error 
 			return err
 		}
 	}
-	return m.finishUpload(ctx, j, res)
+	return m.finish(ctx, j, res)
 }
 
 // pacer is a throttle shared by parallel parts, which also reports
@@ -274,53 +275,25 @@ func (m *Manager) checkObjectsFree(j *Journal) error {
 	return nil
 }
 
-// finishUpload completes a published upload: records the objects'
-// digests with their ETags, drops the source of a move, deletes the
-// journal.
-func (m *Manager) finishUpload(ctx context.Context, j *Journal, res *Result) error {
+// publishedObjects is publishedCopy onto an object tier: there is nothing
+// to rename, and the digests are recorded with each object's ETag as it
+// was found here.
+func (m *Manager) publishedObjects(ctx context.Context, j *Journal) (recordFunc, error) {
 	s, err := m.objectsAt(j.Dest)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	digests := map[string]Digest{}
 	read := map[string]Stamp{}
 	for _, f := range j.Files {
 		st, err := s.stat(ctx, f.Rel)
 		if err != nil || st.size != f.Size {
-			return fmt.Errorf("tiers: journal %s: the copy of %s on %s is missing or resized; not dropping anything: %v", j.recordPath(), f.Rel, j.Dest.Tier, err)
+			return nil, notWhole(j, f, err)
 		}
-		digests[f.Rel], read[f.Rel] = f.XXH3, st.stamp()
+		read[f.Rel] = st.stamp()
 	}
-	if j.Op == OpMove {
-		if err := m.checkSourceKept(ctx, j); err != nil {
-			return err
-		}
-	}
-	now := m.now()
-	if err := s.recordDigests(ctx, read, digests, now); err != nil {
-		return err
-	}
-	res.Digests = digests
-	switch {
-	case j.Op == OpCopy:
-		if err := recordDigests(m.FS, m.Locker, j.Source.Root, digests, now); err != nil {
-			return err
-		}
-		res.Action = ActionCopied
-	default:
-		if err := m.dropCopy(j, j.Source.Root); err != nil {
-			return err
-		}
-		res.Action = ActionMoved
-		if j.Twin {
-			res.Action = ActionDropped
-		}
-	}
-	if err := j.remove(m.FS); err != nil {
-		return err
-	}
-	m.hook("journal:done")
-	return nil
+	return func(digests map[string]Digest, now time.Time) error {
+		return s.recordDigests(ctx, read, digests, now)
+	}, nil
 }
 
 // forgetOn drops an artifact's digests from the state of an operation's
