@@ -145,6 +145,21 @@ type Config struct {
 	// exactly the bytes synth wrote before the option existed.
 	// DefaultRoutingLocality approaches Qwen3-30B-A3B's published reuse.
 	RoutingLocality float32
+
+	// RandomBlocks writes quantized matrices as random blocks of their
+	// type (random quants, scales sized to the row's bound) instead of
+	// quantizing drawn floats: minutes instead of hours for a model of
+	// tens of GB in K-quants (see blocks.go). Float tensors, and tensors
+	// routing locality shapes, are drawn as floats either way. false
+	// writes exactly the bytes synth wrote before the option existed.
+	RandomBlocks bool
+	// TensorTypes gives named tensors a type other than Type or
+	// ExpertType: a llama-quantize mix's choice per tensor (`synth
+	// --mix`). Every name must be one of the model's tensors.
+	TensorTypes map[string]gguf.Type
+	// FileType, when not 0, is written as general.file_type (the mix's
+	// llama_ftype) instead of the one derived from Type and ExpertType.
+	FileType uint32
 }
 
 // Routings for Config.Gating.
@@ -334,15 +349,26 @@ func (c *Config) Validate() error {
 	if err := c.validateLayouts(); err != nil {
 		return err
 	}
+	if err := c.validateArch(); err != nil {
+		return err
+	}
+	// The tensor list is only sound once the geometry is.
+	specs := c.tensors()
+	if err := c.validateTensorTypes(specs); err != nil {
+		return err
+	}
+	return c.validateRandomBlocks(specs)
+}
+
+// validateArch checks an architecture's own constraints.
+func (c *Config) validateArch() error {
 	switch c.Arch {
 	case "olmoe":
 		if c.Heads*c.HeadDim != c.Embd || c.HeadsKV != c.Heads {
 			return fmt.Errorf("synth: olmoe needs heads×head dim = width (%d×%d ≠ %d) and kv heads = heads", c.Heads, c.HeadDim, c.Embd)
 		}
 	case "deepseek2":
-		if err := c.validateDeepseek2(); err != nil {
-			return err
-		}
+		return c.validateDeepseek2()
 	case "gpt-oss":
 		if c.SlidingWindow <= 0 {
 			return errors.New("synth: gpt-oss needs a positive sliding window")
@@ -560,6 +586,7 @@ func (c *Config) Model() ([]gguf.KV, []gguf.TensorSource, error) {
 	for i, s := range specs {
 		r := newTensorReader(c.Seed, s)
 		r.loc = loc
+		r.random = c.RandomBlocks && r.bound > 0 && blockGens[s.typ] != nil && (loc == nil || !loc.shapes(s.name))
 		srcs[i] = gguf.TensorSource{
 			TensorInfo: gguf.TensorInfo{Name: s.name, Shape: s.shape, Type: s.typ},
 			Data:       r,
@@ -570,6 +597,9 @@ func (c *Config) Model() ([]gguf.KV, []gguf.TensorSource, error) {
 
 // fileType is general.file_type (llama_ftype) for the weight types.
 func (c *Config) fileType() uint32 {
+	if c.FileType != 0 {
+		return c.FileType
+	}
 	if c.expertType() == gguf.TypeMXFP4 {
 		return 38 // MXFP4_MOE
 	}
@@ -584,17 +614,21 @@ func (c *Config) fileType() uint32 {
 	return 0
 }
 
+// name is general.name: Name, or one made of the architecture and seed.
+func (c *Config) name() string {
+	if c.Name != "" {
+		return c.Name
+	}
+	return fmt.Sprintf("synth-%s-seed%d", c.Arch, c.Seed)
+}
+
 func (c *Config) metadata(v *vocabulary, quantized bool) []gguf.KV {
 	a := c.Arch
 	u32 := func(k string, x int) gguf.KV { return gguf.KV{Key: a + "." + k, Value: gguf.Uint32(uint32(x))} }
 	f32 := func(k string, x float32) gguf.KV { return gguf.KV{Key: a + "." + k, Value: gguf.Float32(x)} }
-	name := c.Name
-	if name == "" {
-		name = fmt.Sprintf("synth-%s-seed%d", c.Arch, c.Seed)
-	}
 	kvs := []gguf.KV{
 		{Key: "general.architecture", Value: gguf.String(a)},
-		{Key: "general.name", Value: gguf.String(name)},
+		{Key: "general.name", Value: gguf.String(c.name())},
 		{Key: "general.file_type", Value: gguf.Uint32(c.fileType())},
 	}
 	if quantized {
@@ -858,6 +892,9 @@ func (c *Config) tensors() []tensorSpec {
 	for i := range out {
 		if out[i].shape[0]%out[i].typ.BlockSize() != 0 {
 			out[i].typ = gguf.TypeF16
+		}
+		if t, ok := c.TensorTypes[out[i].name]; ok {
+			out[i].typ = t // checked by validateTensorTypes
 		}
 	}
 	return out
@@ -1123,6 +1160,7 @@ type tensorReader struct {
 	pos     int
 	bound   float32
 	loc     *locality // nil without routing locality
+	random  bool      // random blocks of spec.typ instead of quantized floats
 }
 
 // chunkBytes is roughly how much output one generation step makes.
@@ -1134,8 +1172,11 @@ func newTensorReader(seed uint64, s tensorSpec) *tensorReader {
 		rows *= d
 	}
 	r := &tensorReader{spec: s, seed: seed, rows: rows, rowSize: int(s.typ.RowBytes(s.shape[0]))}
-	if s.init == initMatrix {
+	switch s.init {
+	case initMatrix:
 		r.bound = s.gain * float32(math.Sqrt(3/float64(s.shape[0])))
+	case initEmbed:
+		r.bound = 1 // the float path's ±1, for random blocks
 	}
 	return r
 }
@@ -1157,6 +1198,11 @@ func (r *tensorReader) Read(p []byte) (int, error) {
 		k := copy(p[n:], r.buf[r.pos:])
 		r.pos += k
 		n += k
+		if r.pos == len(r.buf) && r.next == r.rows {
+			// Done: drop the chunk, or every tensor of the model would
+			// keep its last MiB until the whole file is written.
+			r.buf, r.pos = nil, 0
+		}
 	}
 	return n, nil
 }
@@ -1169,6 +1215,19 @@ func (r *tensorReader) fill() error {
 		r.buf = make([]byte, size)
 	}
 	r.buf = r.buf[:size]
+	if r.random {
+		// Random blocks never fail: no float row, no quantizer.
+		_ = parallel.Rows(int(count), func(lo, hi int) error {
+			for i := lo; i < hi; i++ {
+				g := newRNG(r.seed, r.spec.name, r.next+int64(i))
+				genRandomRow(&g, r.spec.typ, r.buf[i*r.rowSize:(i+1)*r.rowSize], r.bound)
+			}
+			return nil
+		})
+		r.next += count
+		r.pos = 0
+		return nil
+	}
 	err := parallel.Rows(int(count), func(lo, hi int) error {
 		row := make([]float32, r.spec.shape[0])
 		for i := lo; i < hi; i++ {
@@ -1276,6 +1335,12 @@ func (c *Config) validateLocality() error {
 		return fmt.Errorf("synth: routing locality shapes plain attention (qwen3moe, llama, olmoe, gpt-oss, glm4moe), not %s", c.Arch)
 	}
 	return nil
+}
+
+// shapes reports whether mix changes the named tensor's rows.
+func (l *locality) shapes(name string) bool {
+	return name == "token_embd.weight" || strings.HasSuffix(name, ".ffn_gate_inp.weight") ||
+		strings.HasSuffix(name, ".attn_v.weight") || strings.HasSuffix(name, ".attn_output.weight")
 }
 
 // mix blends the topic part into row idx of the named tensor; rows of
