@@ -100,13 +100,16 @@ func (p *Plan) Bytes() int64 {
 }
 
 func modelInfoOf(s *gguf.Set) modelInfo {
-	h := gguf.ReadHparams(s.Meta())
-	m := modelInfo{arch: h.Arch, nExpert: h.Experts, nLayer: h.Layers, tiedEmbd: true}
+	_, hasOutput := s.Tensor("output.weight")
+	return modelInfoFrom(gguf.ReadHparams(s.Meta()), hasOutput)
+}
+
+// modelInfoFrom is what the rules read from a model's hyper-parameters
+// and whether it has its own output head.
+func modelInfoFrom(h gguf.Hparams, hasOutput bool) modelInfo {
+	m := modelInfo{arch: h.Arch, nExpert: h.Experts, nLayer: h.Layers, tiedEmbd: !hasOutput}
 	if h.HeadsKV > 0 {
 		m.nGQA = h.Heads / h.HeadsKV
-	}
-	if _, ok := s.Tensor("output.weight"); ok {
-		m.tiedEmbd = false
 	}
 	switch h.Arch {
 	case "llama":
@@ -133,14 +136,51 @@ func outputOrder(s *gguf.Set, keepSplit bool) []*gguf.SetTensor {
 		})
 		return ts
 	}
-	slices.SortStableFunc(ts, func(a, b *gguf.SetTensor) int {
-		la, lb := layerOf(a.Name), layerOf(b.Name)
-		if la != lb {
-			return la - lb
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
+	slices.SortStableFunc(ts, func(a, b *gguf.SetTensor) int { return byLayerThenName(a.Name, b.Name) })
 	return ts
+}
+
+// TensorTypes is the type the mix in o gives each of a model's tensors,
+// in the order given, decided exactly as MakePlan decides it (the same
+// rules, counters advancing in llama.cpp's output order, the same
+// fallbacks), for a model described only by its hyper-parameters and
+// tensor table: one not written yet, such as `synth --mix`. A tensor the
+// rules leave alone keeps its type. Importance matrices play no part, so
+// the types that need one are returned without that check.
+func TensorTypes(h gguf.Hparams, tensors []gguf.TensorInfo, o Options) ([]gguf.Type, error) {
+	def, ok := o.FType.DefaultType()
+	if !ok {
+		return nil, fmt.Errorf("quantize: invalid file type %d", uint32(o.FType))
+	}
+	hasOutput := slices.ContainsFunc(tensors, func(t gguf.TensorInfo) bool { return t.Name == "output.weight" })
+	sel := &selector{o: &o, m: modelInfoFrom(h, hasOutput)}
+	order := make([]int, len(tensors))
+	for i := range order {
+		order[i] = i
+		if categoryOf(tensors[i].Name).attnVLike() {
+			sel.nAttnV++
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return byLayerThenName(tensors[a].Name, tensors[b].Name) })
+	types := make([]gguf.Type, len(tensors))
+	for _, i := range order {
+		t := &tensors[i]
+		typ, err := sel.targetType(t.Name, t.Shape, t.Type, def)
+		if err != nil {
+			return nil, err
+		}
+		types[i] = typ
+	}
+	return types, nil
+}
+
+// byLayerThenName is llama.cpp's weights-map order: block number, with
+// non-block tensors first, then name.
+func byLayerThenName(a, b string) int {
+	if la, lb := layerOf(a), layerOf(b); la != lb {
+		return la - lb
+	}
+	return strings.Compare(a, b)
 }
 
 // trimShape drops trailing 1s, as ggml_n_dims does when llama.cpp writes
