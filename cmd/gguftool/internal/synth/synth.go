@@ -15,6 +15,7 @@ import (
 	"github.com/gguftool/gguftool/gguf/quant"
 	"github.com/gguftool/gguftool/internal/diskfree"
 	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/quantize"
 	"github.com/gguftool/gguftool/synth"
 )
 
@@ -26,8 +27,11 @@ type SynthOptions struct {
 	Config     synth.Config
 	Type       string
 	ExpertType string
-	Split      gguf.SplitOptions
-	JSON       bool
+	// Mix is the llama-quantize mix (--mix) whose rules chose
+	// Config.TensorTypes; "" for none.
+	Mix   string
+	Split gguf.SplitOptions
+	JSON  bool
 	// Free reports the bytes available under a directory; nil uses the
 	// file system's (statfs). Tests set it.
 	Free func(dir string) (int64, error)
@@ -71,6 +75,23 @@ vocabulary 512, context 4096; deepseek2 adds 1 dense layer of FFN 256 and
 1 shared expert; qwen35moe has 4 layers, one of them full attention, and
 an MTP block; kimi-k3 8 layers, two of them MLA, one dense).
 
+--mix NAME gives each matrix the type llama-quantize's mix NAME would give
+it (Q4_K_M: Q4_K, with Q6_K for the output head and for half the layers'
+attn_v and ffn_down; MXFP4_MOE: MXFP4 experts and Q8_0 elsewhere; any
+name quantize takes), with its fallbacks for rows that are not whole
+blocks, and writes the mix as general.file_type: a file typed as the one
+users download. It replaces --type and --expert-type.
+
+--random-blocks writes every quantized matrix as random blocks of its type
+(random quants, scales sized so values keep the float path's magnitude,
+centred on zero) instead of quantizing random floats. A K-quant model of
+tens of GB then takes minutes instead of hours; it is a different model
+from the one the same flags write without it. The types it generates:
+  %s
+Another quantized type is refused (exit 2). Norms, routers and biases are
+drawn as floats either way, and so are the tensors --routing-locality
+shapes.
+
 With --split-max-tensors or --split-max-size the output is a split set
 named <OUT without .gguf>-NNNNN-of-MMMMM.gguf, broken as gguf-split breaks
 it (sizes take M and G as 10^6 and 10^9, or MiB and GiB).
@@ -94,7 +115,11 @@ Examples:
       --head-dim 128 --experts 64 --experts-used 4 --expert-ff 512 --vocab 32000 \
       --type q8_0 --split-max-size 500M -o big.gguf
   gguftool synth --arch gpt-oss --expert-type mxfp4 -o oss.gguf
-`, synth.MaxLayers, synth.MaxExperts, synth.MaxWidth, synth.MaxVocab, uint64(synth.MaxContext)) + cmdutil.ExitCodesHelp,
+  # Qwen3-30B-A3B's geometry, typed as its Q4_K_M file, in minutes:
+  gguftool synth --arch qwen3moe --layers 48 --embd 2048 --heads 32 --heads-kv 4 \
+      --head-dim 128 --experts 128 --experts-used 8 --expert-ff 768 --vocab 151936 \
+      --context 40960 --mix q4_k_m --random-blocks -o qwen3-30b-a3b.gguf
+`, randomTypes(), synth.MaxLayers, synth.MaxExperts, synth.MaxWidth, synth.MaxVocab, uint64(synth.MaxContext)) + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(0, "no arguments (use -o for the output)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.Output == "" {
@@ -108,17 +133,8 @@ Examples:
 				}
 				copy(base.RopeSections[:], sections)
 			}
-			t, err := gguf.ParseType(opts.Type)
-			if err != nil {
-				return cmdutil.FlagErrorf("synth: --type: %v", err)
-			}
-			base.Type = t
-			if opts.ExpertType != "" {
-				et, err := gguf.ParseType(opts.ExpertType)
-				if err != nil {
-					return cmdutil.FlagErrorf("synth: --expert-type: %v", err)
-				}
-				base.ExpertType = et
+			if err := setTypes(&base, opts, cmd); err != nil {
+				return err
 			}
 			if err := base.Validate(); err != nil {
 				return cmdutil.FlagErrorf("%v", err)
@@ -148,6 +164,8 @@ Examples:
 	fl.Uint64Var(&c.Seed, "seed", 1, "random seed")
 	fl.StringVar(&opts.Type, "type", "f32", "weight type of the matrices: f32, f16, bf16, q8_0, q4_k, … (rows that do not fill whole blocks fall back to f16)")
 	fl.StringVar(&opts.ExpertType, "expert-type", "", "weight type of the routed experts (default: --type; also mxfp4)")
+	fl.StringVar(&opts.Mix, "mix", "", "type each matrix as llama-quantize's mix does: q4_k_m, q8_0, mxfp4_moe, … (instead of --type and --expert-type)")
+	fl.BoolVar(&c.RandomBlocks, "random-blocks", false, "write quantized matrices as random blocks of their type instead of quantizing floats (fast; another model)")
 	fl.IntVar(&opts.Split.MaxTensors, "split-max-tensors", 0, "split: at most N tensors per shard")
 	fl.Var(cmdutil.SizeValue{N: &opts.Split.MaxBytes}, "split-max-size", "split: at most this many tensor bytes per shard (e.g. 500M, 2G, 1GiB)")
 	fl.BoolVar(&opts.JSON, "json", false, "print a JSON summary on stdout")
@@ -155,7 +173,77 @@ Examples:
 	_ = cmd.RegisterFlagCompletionFunc("arch", cobra.FixedCompletions(synth.Archs, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("type", cobra.FixedCompletions(weightTypes(false), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("expert-type", cobra.FixedCompletions(weightTypes(true), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("mix", cobra.FixedCompletions(mixNames(), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// setTypes sets the weight types from --type and --expert-type, or every
+// tensor's from --mix.
+func setTypes(base *synth.Config, opts *SynthOptions, cmd *cobra.Command) error {
+	if opts.Mix != "" {
+		if cmd.Flags().Changed("type") || cmd.Flags().Changed("expert-type") {
+			return cmdutil.FlagErrorf("synth: --mix chooses every tensor's type; it does not take --type or --expert-type")
+		}
+		return applyMix(base, opts.Mix)
+	}
+	t, err := gguf.ParseType(opts.Type)
+	if err != nil {
+		return cmdutil.FlagErrorf("synth: --type: %v", err)
+	}
+	base.Type = t
+	if opts.ExpertType != "" {
+		et, err := gguf.ParseType(opts.ExpertType)
+		if err != nil {
+			return cmdutil.FlagErrorf("synth: --expert-type: %v", err)
+		}
+		base.ExpertType = et
+	}
+	return nil
+}
+
+// applyMix gives each tensor the type llama-quantize's mix would give the
+// same model in F32, by the quantize package's rules, and the mix's file
+// type.
+func applyMix(base *synth.Config, mix string) error {
+	ft, err := quantize.ParseFType(mix)
+	if err != nil {
+		return cmdutil.FlagErrorf("synth: --mix: %v", err)
+	}
+	base.Type, base.ExpertType = gguf.TypeF32, synth.SameType
+	infos, err := base.Tensors()
+	if err != nil {
+		return cmdutil.FlagErrorf("%v", err)
+	}
+	types, err := quantize.TensorTypes(base.Hparams(), infos, quantize.DefaultOptions(ft))
+	if err != nil {
+		return cmdutil.FlagErrorf("synth: --mix %s: %v", mix, err)
+	}
+	base.TensorTypes = map[string]gguf.Type{}
+	for i, t := range types {
+		if t != infos[i].Type {
+			base.TensorTypes[infos[i].Name] = t
+		}
+	}
+	base.FileType = uint32(ft)
+	return nil
+}
+
+// mixNames are the mixes --mix completes, as quantize --type offers them.
+func mixNames() []string {
+	names := make([]string, len(quantize.OfferedMixes))
+	for i, n := range quantize.OfferedMixes {
+		names[i] = strings.ToLower(n)
+	}
+	return names
+}
+
+// randomTypes lists the types --random-blocks generates.
+func randomTypes() string {
+	var names []string
+	for _, t := range synth.RandomBlockTypes() {
+		names = append(names, strings.ToLower(t.String()))
+	}
+	return strings.Join(names, ", ")
 }
 
 // layoutFlags registers the flags of the architectures' own layouts
@@ -273,6 +361,7 @@ func mergeConfig(base *synth.Config, c synth.Config, cmd *cobra.Command) {
 	base.Seed = c.Seed
 	base.Name = c.Name
 	base.FusedGateUp = c.FusedGateUp
+	base.RandomBlocks = c.RandomBlocks
 }
 
 // Schema identifies the --json document.

@@ -8,11 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/filekind"
 	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/quantize"
 	"github.com/gguftool/gguftool/synth"
 )
 
@@ -71,6 +74,24 @@ func TestNewCmdSynth(t *testing.T) {
 			Args: "--arch olmoe --routing-locality 0.25 -o m.gguf",
 			Want: SynthOptions{Output: "m.gguf", Type: "f32", Config: config("olmoe", func(c *synth.Config) { c.RoutingLocality = 0.25 })},
 		},
+		{
+			Name: "a mix in random blocks",
+			Args: "--embd 256 --heads 4 --head-dim 64 --expert-ff 256 --mix q4_k_m --random-blocks -o m.gguf",
+			Want: SynthOptions{Output: "m.gguf", Type: "f32", Mix: "q4_k_m", Config: config("qwen3moe", func(c *synth.Config) {
+				c.Embd, c.Heads, c.HeadDim, c.ExpertFF, c.RandomBlocks, c.FileType = 256, 4, 64, 256, true, 15
+			})},
+		},
+		{
+			Name: "random blocks of one type",
+			Args: "--type q4_0 --expert-type mxfp4 --random-blocks -o m.gguf",
+			Want: SynthOptions{Output: "m.gguf", Type: "q4_0", ExpertType: "mxfp4", Config: config("qwen3moe", func(c *synth.Config) {
+				c.Type, c.ExpertType, c.RandomBlocks = gguf.TypeQ4_0, gguf.TypeMXFP4, true
+			})},
+		},
+		{Name: "a mix and a type", Args: "--mix q4_k_m --type q8_0 -o m.gguf", WantErr: "--mix chooses every tensor's type"},
+		{Name: "an unknown mix", Args: "--mix q9_k -o m.gguf", WantErr: `--mix: quantize: unknown type "q9_k"`},
+		{Name: "random blocks of a type without a generator", Args: "--type q3_k --embd 256 --heads 4 --head-dim 64 --expert-ff 256 --random-blocks -o m.gguf", WantErr: "random blocks are generated for q4_0"},
+		{Name: "a mix whose types have no generator", Args: "--mix iq4_xs --random-blocks -o m.gguf", WantErr: "is IQ4_NL"},
 		{Name: "routing locality above 1", Args: "--routing-locality 1.5 -o m.gguf", WantErr: "routing locality must be from 0 to 1, got 1.5"},
 		{Name: "routing locality on MLA", Args: "--arch deepseek2 --routing-locality 0.25 -o m.gguf", WantErr: "not deepseek2"},
 		{Name: "three RoPE sections", Args: "--arch qwen35moe --rope-sections 4,2,2 -o m.gguf", WantErr: "--rope-sections takes 4 numbers, got 3"},
@@ -91,7 +112,64 @@ func TestNewCmdSynth(t *testing.T) {
 		{Name: "absurd vocabulary", Args: "--vocab 2000000000 -o m.gguf", WantErr: "vocabulary 2000000000 is more than 1048576"},
 		{Name: "absurd attention width", Args: "--heads 65536 --heads-kv 1 --head-dim 128 -o m.gguf", WantErr: "heads × head dim 8388608 is more than 262144"},
 		{Name: "negative dense layers", Args: "--arch deepseek2 --dense-layers -1 -o m.gguf", WantErr: "dense layers must not be negative"},
-	})
+	}, cmdtest.WithCmpOptions(cmpopts.IgnoreFields(synth.Config{}, "TensorTypes"))) // the mix's types: TestMixTypesAsQuantizeDoes
+}
+
+// TestMixTypesAsQuantizeDoes: --mix gives every tensor the type gguftool
+// quantize (llama-quantize's rules) gives the same model written in F32,
+// with random blocks or quantized floats, and the file says the mix.
+func TestMixTypesAsQuantizeDoes(t *testing.T) {
+	ios, _, _ := iostreams.Test()
+	dir := t.TempDir()
+	c := config("qwen3moe", func(c *synth.Config) { c.Layers, c.Embd, c.Heads, c.HeadDim, c.ExpertFF = 8, 256, 4, 64, 256 })
+	f32 := filepath.Join(dir, "f32.gguf")
+	if _, err := Write(context.Background(), &SynthOptions{IO: ios, Output: f32, Config: c}); err != nil {
+		t.Fatal(err)
+	}
+	src, err := gguf.OpenSet(f32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	plan, err := quantize.MakePlan(src, quantize.DefaultOptions(quantize.FTypeQ4_K_M))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, random := range []bool{false, true} {
+		flags := "--layers 8 --embd 256 --heads 4 --head-dim 64 --expert-ff 256 --mix Q4_K_M -o m.gguf"
+		if random {
+			flags += " --random-blocks"
+		}
+		var opts *SynthOptions
+		cmd := NewCmdSynth(&cmdutil.Factory{IOStreams: ios}, func(_ context.Context, o *SynthOptions) error { opts = o; return nil })
+		cmd.SetArgs(strings.Fields(flags))
+		if err := cmd.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		opts.Output = filepath.Join(dir, "mix.gguf")
+		if _, err := Write(context.Background(), opts); err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Open(opts.Output)
+		if err != nil {
+			t.Fatal(err)
+		}
+		types := map[gguf.Type]int{}
+		for _, tg := range plan.Targets {
+			ti, ok := f.Tensor(tg.Name)
+			if !ok || ti.Type != tg.Type {
+				t.Errorf("random %v: %s is %v, quantize gives %s", random, tg.Name, ti, tg.Type)
+			}
+			types[tg.Type]++
+		}
+		if v, _ := f.Lookup("general.file_type"); v.Interface() != uint32(quantize.FTypeQ4_K_M) {
+			t.Errorf("random %v: file type %v", random, v.Interface())
+		}
+		f.Close()
+		if types[gguf.TypeQ4_K] == 0 || types[gguf.TypeQ6_K] == 0 {
+			t.Errorf("the mix gave %v: the rules were not exercised", types)
+		}
+	}
 }
 
 // TestWriteRefusesWhatDoesNotFit: a model larger than the free space is
