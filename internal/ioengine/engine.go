@@ -8,8 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 )
 
 // Backend is how reads reach the kernel.
@@ -379,18 +378,19 @@ func (o *op) errorAt(err error) error {
 
 // advance applies one kernel result to o: res bytes read, or -errno. It
 // reports whether the rest must be read again; both backends share it so
-// they give the same answers.
-func (e *Engine) advance(o *op, res int32, syscall string) (again bool, err error) {
+// they give the same answers. The errnos are syscall's, which are
+// x/sys/unix's on Unix and also name EINTR and EAGAIN elsewhere.
+func (e *Engine) advance(o *op, res int32, call string) (again bool, err error) {
 	e.st.completions.Add(1)
 	res = e.faults.apply(res, o.f.align)
 	switch {
-	case res == -int32(unix.EINTR) || res == -int32(unix.EAGAIN):
+	case res == -int32(syscall.EINTR) || res == -int32(syscall.EAGAIN):
 		e.st.retries.Add(1)
 		if o.stalls++; o.stalls > maxStalls {
-			return false, o.errorAt(fmt.Errorf("%d retries without progress: %w", maxStalls, unix.Errno(-res)))
+			return false, o.errorAt(fmt.Errorf("%d retries without progress: %w", maxStalls, syscall.Errno(-res)))
 		}
 	case res < 0:
-		return false, o.errorAt(os.NewSyscallError(syscall, unix.Errno(-res)))
+		return false, o.errorAt(os.NewSyscallError(call, syscall.Errno(-res)))
 	case res == 0:
 		return false, o.errorAt(fmt.Errorf("end of file after %d of %d bytes (the file has %d bytes at open): %w",
 			o.n, o.want, o.f.size, io.ErrUnexpectedEOF))
@@ -580,11 +580,11 @@ func (f *faults) apply(res int32, align int) int32 {
 		}
 	case faultEINTR:
 		if f.take(faultEINTR) {
-			return -int32(unix.EINTR)
+			return -int32(syscall.EINTR)
 		}
 	case faultEAGAIN:
 		if f.take(faultEAGAIN) {
-			return -int32(unix.EAGAIN)
+			return -int32(syscall.EAGAIN)
 		}
 	}
 	return res

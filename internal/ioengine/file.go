@@ -2,11 +2,7 @@ package ioengine
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 // File is a file opened for reading by an Engine, with O_DIRECT where the
@@ -14,7 +10,7 @@ import (
 // reads are immutable artifacts, and requests are checked against it.
 type File struct {
 	path     string
-	fd       int
+	fd       handle
 	size     int64
 	direct   bool
 	align    int    // O_DIRECT alignment of offsets, lengths and addresses; 1 when buffered
@@ -28,7 +24,7 @@ type File struct {
 // openFile opens path read-only, with O_DIRECT when direct is set and the
 // file system supports it (openDirect decides, per OS), else buffered.
 func openFile(path string, direct bool) (*File, error) {
-	f := &File{path: path, fd: -1, align: 1}
+	f := &File{path: path, fd: noHandle, align: 1}
 	if direct {
 		if err := f.openDirect(); err != nil {
 			return nil, err
@@ -36,32 +32,20 @@ func openFile(path string, direct bool) (*File, error) {
 	} else {
 		f.buffered = "direct I/O not requested"
 	}
-	if f.fd < 0 {
-		fd, err := openRetry(path, unix.O_RDONLY|unix.O_CLOEXEC)
+	if f.fd == noHandle {
+		fd, err := openRead(path)
 		if err != nil {
 			return nil, &Error{Op: "open", Path: path, Err: err}
 		}
 		f.fd = fd
 	}
-	size, err := unix.Seek(f.fd, 0, io.SeekEnd) // also right for block devices, where st_size is 0
+	size, err := sizeOf(f.fd)
 	if err != nil {
-		unix.Close(f.fd)
+		closeHandle(f.fd)
 		return nil, &Error{Op: "open", Path: path, Err: fmt.Errorf("size: %w", err)}
 	}
 	f.size = size
 	return f, nil
-}
-
-func openRetry(path string, flags int) (int, error) {
-	for {
-		fd, err := unix.Open(path, flags, 0)
-		if err != unix.EINTR {
-			if err != nil {
-				return -1, &os.PathError{Op: "open", Path: path, Err: err}
-			}
-			return fd, nil
-		}
-	}
 }
 
 // Path is the name the file was opened with.
@@ -101,7 +85,7 @@ func (f *File) Close() error {
 }
 
 func (f *File) closeFD() error {
-	if err := unix.Close(f.fd); err != nil {
+	if err := closeHandle(f.fd); err != nil {
 		return &Error{Op: "close", Path: f.path, Err: err}
 	}
 	return nil

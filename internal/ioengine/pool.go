@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // PageSize is the alignment of every Buffer. It is also the largest O_DIRECT
@@ -37,7 +35,7 @@ type Pool struct {
 type Buffer struct {
 	pool *Pool
 	b    []byte
-	addr uintptr // &b[0]; stable because the mapping is not Go memory
+	addr uintptr // &b[0]; stable: the mapping is not Go memory (and elsewhere the Go heap does not move)
 
 	held     bool // between Get and Put
 	inflight int  // reads into b the engine has started and not finished
@@ -58,9 +56,7 @@ func NewPool(bufSize, count int) (*Pool, error) {
 	if total/int64(count) != size || total > 1<<46 {
 		return nil, fmt.Errorf("ioengine: pool of %d buffers of %d bytes is too large", count, bufSize)
 	}
-	// MAP_PRIVATE|MAP_ANONYMOUS: zero pages on demand, freed by munmap.
-	// mmap returns page-aligned memory, so every buffer starts on a page.
-	mem, err := unix.Mmap(-1, 0, int(total), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	mem, err := mapPool(int(total))
 	if err != nil {
 		return nil, fmt.Errorf("ioengine: mmap %d bytes for a pool of %d buffers: %w", total, count, err)
 	}
@@ -160,7 +156,7 @@ func (p *Pool) Close() error {
 	if held > 0 {
 		return fmt.Errorf("ioengine: close pool: %d of %d buffers are still checked out", held, len(p.bufs))
 	}
-	if err := unix.Munmap(p.mem); err != nil {
+	if err := unmapPool(p.mem); err != nil {
 		return fmt.Errorf("ioengine: close pool: munmap: %w", err)
 	}
 	p.closed = true

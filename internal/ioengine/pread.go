@@ -1,7 +1,5 @@
 package ioengine
 
-import "golang.org/x/sys/unix"
-
 // startPread starts QueueDepth goroutines that each run one blocking pread
 // at a time, so that QueueDepth reads are in flight as with io_uring.
 func (e *Engine) startPread() {
@@ -31,12 +29,7 @@ func (e *Engine) pread(o *op) error {
 	for {
 		off, dst := o.next()
 		e.st.submissions.Add(1)
-		n, err := unix.Pread(o.f.fd, dst, off)
-		res := int32(n)
-		if errno, ok := err.(unix.Errno); ok {
-			res = -int32(errno)
-		}
-		again, err := e.advance(o, res, "pread")
+		again, err := e.advance(o, preadAt(o.f.fd, dst, off), "pread")
 		if !again {
 			return err
 		}
