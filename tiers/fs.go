@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/gguftool/gguftool/internal/atomicfile"
 	"github.com/gguftool/gguftool/internal/filekind"
@@ -95,9 +94,5 @@ func idOf(st fs.FileInfo) (fileID, bool) {
 	if id, ok := st.(interface{ fileID() fileID }); ok { // a MemFS file
 		return id.fileID(), true
 	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileID{}, false
-	}
-	return fileID{dev: uint64(sys.Dev), ino: sys.Ino, nlink: uint64(sys.Nlink)}, true
+	return sysFileID(st)
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"golang.org/x/sys/unix"
 )
 
 // A lock on an object tier is an object under .gguftool/locks/ holding
@@ -115,7 +113,7 @@ func (r lockRecord) orphaned() bool {
 	if r.Host != host || r.Boot != boot || r.PidNS != ns || r.PID <= 0 {
 		return false
 	}
-	if err := unix.Kill(r.PID, 0); errors.Is(err, unix.ESRCH) {
+	if processGone(r.PID) {
 		return true
 	}
 	return r.Start != 0 && processStart(r.PID) != r.Start

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/gguftool/gguftool/internal/atomicfile"
 )
 
@@ -66,24 +64,15 @@ func (FlockLocker) Lock(fsys FS, root, key string, exclusive bool) (func(), erro
 	if err != nil {
 		return nil, err
 	}
-	how := unix.LOCK_SH
-	if exclusive {
-		how = unix.LOCK_EX
-	}
-	for {
-		err = unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	if err != nil {
+	busy, err := lockFile(f, exclusive)
+	if err != nil || busy {
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		if busy {
 			return nil, &BusyError{Artifact: key, Tier: root}
 		}
 		return nil, err
 	}
-	return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+	return func() { unlockFile(f); f.Close() }, nil
 }
 
 // MemLocker is an in-process Locker for tests on a MemFS.

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -146,9 +145,7 @@ func benchPackRun(ctx context.Context, o *BenchPackOptions) error {
 		return fmt.Errorf("pack: %v: %s", err, out)
 	}
 	res.PackSeconds = time.Since(start).Seconds()
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		res.PackPeakRSS = ru.Maxrss * 1024
-	}
+	res.PackPeakRSS = peakRSS(cmd.ProcessState)
 	res.CacheEvicted = evicted
 	res.CpMBps = float64(total) / 1e6 / res.CpSeconds
 	res.PackMBps = float64(total) / 1e6 / res.PackSeconds
