@@ -1,10 +1,6 @@
 package engine
 
-import (
-	"fmt"
-
-	"golang.org/x/sys/unix"
-)
+import "fmt"
 
 // arena holds weights outside the Go heap, in anonymous mappings freed
 // when the model closes. On the heap, hundreds of megabytes of live
@@ -21,7 +17,7 @@ func (a *arena) alloc(n int) ([]byte, error) {
 	if n == 0 {
 		return nil, nil
 	}
-	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	b, err := mapWeights(n)
 	if err != nil {
 		return nil, fmt.Errorf("engine: mapping %d bytes for weights: %w", n, err)
 	}
@@ -35,7 +31,7 @@ func (a *arena) alloc(n int) ([]byte, error) {
 func (a *arena) free() error {
 	var first error
 	for _, b := range a.maps {
-		if err := unix.Munmap(b); err != nil && first == nil {
+		if err := unmapWeights(b); err != nil && first == nil {
 			first = err
 		}
 	}
