@@ -74,6 +74,7 @@ for level in $levels; do
 done
 go test -tags purego ./gguf/quant
 
-echo "== builds that must keep working: CGO_ENABLED=0, and GOOS=darwin (pread, no io_uring or O_DIRECT)"
+echo "== builds that must keep working: CGO_ENABLED=0, GOOS=darwin (pread, no io_uring or O_DIRECT) and GOOS=windows (pread through os.File, weights on the Go heap, LockFileEx)"
 CGO_ENABLED=0 go build -o /dev/null ./cmd/gguftool
 GOOS=darwin go build ./...
+GOOS=windows go build ./...
