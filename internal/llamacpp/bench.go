@@ -32,6 +32,10 @@ type BenchOptions struct {
 	// Parallel, above 1, decodes that many sequences together in one
 	// batch per step (sequence s's prompt: ids 100 + 13s, 101 + 13s, …).
 	Parallel int
+	// UBatch, above 0, prefills in batches of that many tokens (llama.cpp's
+	// n_batch and n_ubatch) instead of the whole prompt in one; one
+	// sequence only.
+	UBatch int
 }
 
 // Bench runs llama.cpp once on model.
@@ -43,6 +47,9 @@ func (o *Oracle) Bench(ctx context.Context, model string, b BenchOptions) (*Benc
 	}
 	if b.Parallel > 1 {
 		args = append(args, "--parallel", strconv.Itoa(b.Parallel))
+	}
+	if b.UBatch > 0 {
+		args = append(args, "--ubatch", strconv.Itoa(b.UBatch))
 	}
 	var r BenchResult
 	if err := o.exec(ctx, &r, "bench "+model, args); err != nil {

@@ -4,7 +4,7 @@
 //   oracle --bins DIR MODEL load
 //   oracle --bins DIR MODEL generate --prompt 1,2,3 -n 16
 //   oracle --bins DIR MODEL score --ids 1,2,3,4 [--top 16] [--logits-out FILE] [--sequential]
-//   oracle --bins DIR MODEL bench --prompt-tokens 32 -n 128 [--kv f16] [--cpu best] [--mmap] [--parallel P]
+//   oracle --bins DIR MODEL bench --prompt-tokens 32 -n 128 [--kv f16] [--cpu best] [--mmap] [--parallel P] [--ubatch N]
 //
 // Common flags: --kv f32|f16 (KV cache type, default f32), --threads N
 // (default 2), --cpu VARIANT (the ggml CPU backend library to load,
@@ -22,7 +22,11 @@
 // With --parallel P, P sequences (prompt of sequence s: ids 100 + 13s,
 // 101 + 13s, …) are prefilled in one batch and then decoded together,
 // one batch of P tokens per step, each in its own KV cells; "tokens" is
-// then one list per sequence.
+// then one list per sequence. With --ubatch N the prompt is decoded in
+// batches of N (n_batch = n_ubatch = N, as llama.cpp's own tools do with
+// their default n_ubatch of 512) instead of one batch of the whole
+// prompt, whose compute buffer grows with its square: a 16k-token prompt
+// in one batch needs tens of GB of attention scores.
 #define _POSIX_C_SOURCE 200809L // clock_gettime
 #include <math.h>
 #include <stdio.h>
@@ -156,7 +160,7 @@ static void bench_parallel(struct llama_context *ctx, const llama_token *ids, in
 int main(int argc, char **argv) {
     const char *bins = NULL, *model_path = NULL, *mode = NULL, *prompt = NULL, *ids_arg = NULL;
     const char *kv = "f32", *cpu = "haswell", *logits_out = NULL;
-    int n_gen = 16, threads = 2, top = 16, prompt_tokens = 32, use_mmap = 0, sequential = 0, parallel = 1;
+    int n_gen = 16, threads = 2, top = 16, prompt_tokens = 32, use_mmap = 0, sequential = 0, parallel = 1, ubatch = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -180,6 +184,7 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--mmap")) { use_mmap = 1; continue; }
         if (!strcmp(a, "--sequential")) { sequential = 1; continue; }
         if (!strcmp(a, "--parallel") && next) { parallel = atoi(next); i++; continue; }
+        if (!strcmp(a, "--ubatch") && next) { ubatch = atoi(next); i++; continue; }
         if (!model_path) { model_path = a; continue; }
         if (!mode) { mode = a; continue; }
         die("unexpected argument");
@@ -241,12 +246,17 @@ int main(int argc, char **argv) {
         if (ids[i] < 0 || ids[i] >= n_vocab) die("id out of vocabulary");
 
     if (parallel < 1 || (parallel > 1 && strcmp(mode, "bench"))) die("--parallel is for bench, and at least 1");
+    if (ubatch < 0 || (ubatch > 0 && (strcmp(mode, "bench") || parallel > 1))) die("--ubatch is for bench of one sequence, and positive");
     struct llama_context_params cp = llama_context_default_params();
     int n_ctx = n_ids + n_gen > 1024 ? n_ids + n_gen : 1024;
     cp.n_ctx = n_ctx * parallel; // each sequence its own n_ctx cells
     cp.n_batch = n_ctx * parallel;
     cp.n_ubatch = n_ctx * parallel;
     cp.n_seq_max = parallel;
+    if (ubatch > 0) {
+        cp.n_batch = ubatch;
+        cp.n_ubatch = ubatch;
+    }
     cp.n_threads = threads;
     cp.n_threads_batch = threads;
     cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
@@ -267,9 +277,13 @@ int main(int argc, char **argv) {
         // Prefill the prompt in one batch, then decode greedily; the first
         // token comes from the prefill's logits, so decode times n_gen−1
         // forward passes.
-        struct llama_batch batch = llama_batch_get_one(ids, n_ids);
+        struct llama_batch batch;
         double t0 = now();
-        if (llama_decode(ctx, batch)) die("llama_decode failed");
+        for (int lo = 0; lo < n_ids; lo += (int)cp.n_batch) {
+            int n = n_ids - lo < (int)cp.n_batch ? n_ids - lo : (int)cp.n_batch;
+            batch = llama_batch_get_one(ids + lo, n);
+            if (llama_decode(ctx, batch)) die("llama_decode failed");
+        }
         double t_prefill = now() - t0;
         llama_token tok = argmax(llama_get_logits_ith(ctx, -1), n_vocab);
         printf("{\"ok\":true,\"load_seconds\":%.6f,\"prompt_tokens\":%d,\"prefill_seconds\":%.6f,\"tokens\":[%d", t_load, n_ids, t_prefill, tok);

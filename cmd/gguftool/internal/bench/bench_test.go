@@ -69,6 +69,8 @@ func TestNewCmdBenchDecode(t *testing.T) {
 		{Name: "environment", Env: map[string]string{"GGUFTOOL_THREADS": "4", "GGUFTOOL_CACHE_POLICY": "lfu"}, Args: "m.pack",
 			Want: BenchDecodeOptions{Model: "m.pack", PromptTokens: 32, Tokens: 128, Runs: 3, Parallel: 1,
 				Flags: runflags.Model{Threads: 4, ExpertCache: "auto", Policy: "lfu", IO: "auto"}}},
+		{Name: "one sequence's prompt over a batch", Args: "m.gguf --prompt-tokens 16384 -n 16 --runs 1",
+			Want: BenchDecodeOptions{Model: "m.gguf", PromptTokens: 16384, Tokens: 16, Runs: 1, Parallel: 1, Flags: defaultModelFlags()}},
 		{Name: "parallel zero", Args: "m.gguf --parallel 0", WantErr: "--parallel 0"},
 		{Name: "parallel prompts over a batch", Args: "m.gguf --parallel 17 --prompt-tokens 32", WantErr: "at most 512"},
 		{Name: "one token", Args: "m.gguf -n 1", WantErr: "-n ≥ 2"},

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -48,8 +49,11 @@ in the same run (the pinned npm package's C API through the oracle
 driver: model read into RAM, no mmap, F16 KV cache, flash attention off,
 the CPU variant llama.cpp picks, the same thread count).
 
-The prompt is --prompt-tokens ids (100, 101, …) evaluated as one batch;
-then -n tokens are decoded greedily without stopping at end-of-generation.
+The prompt is --prompt-tokens ids (100, 101, …) evaluated as one batch
+(in batches of 512 when longer: gguftool's batch, and llama.cpp's default
+n_ubatch, which llama.cpp is then given too); then -n tokens are decoded
+greedily without stopping at end-of-generation. Load time is reported for
+both: gguftool's open of MODEL, llama.cpp's load of the GGUF.
 Run 1 starts with an empty expert cache (cold); later runs reuse it
 (warm). With --parallel P above 1, P sequences (prompt ids 100 + 13s,
 101 + 13s, … for sequence s) are prefilled as one batch and decoded
@@ -70,6 +74,7 @@ only gguftool is measured.
 Examples:
   gguftool bench decode model.gguf --threads 2
   gguftool bench decode model.pack --reference model.gguf --expert-cache 512MiB --json
+  gguftool bench decode model.gguf --prompt-tokens 4096 -n 16 --runs 1
 ` + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(1, "a model (GGUF or pack)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -77,7 +82,9 @@ Examples:
 			if o.PromptTokens < 1 || o.Tokens < 2 || o.Runs < 1 {
 				return cmdutil.FlagErrorf("bench decode: --prompt-tokens ≥ 1, -n ≥ 2 and --runs ≥ 1")
 			}
-			if o.Parallel < 1 || o.Parallel*o.PromptTokens > engine.MaxBatch {
+			// One sequence's prompt is evaluated in batches of MaxBatch;
+			// sequences decoded together are prefilled in one.
+			if o.Parallel < 1 || (o.Parallel > 1 && o.Parallel*o.PromptTokens > engine.MaxBatch) {
 				return cmdutil.FlagErrorf("bench decode: --parallel %d: want at least 1, with --parallel × --prompt-tokens at most %d", o.Parallel, engine.MaxBatch)
 			}
 			if runF != nil {
@@ -134,8 +141,9 @@ type PlanCheck struct {
 	WarmRatio  float64 `json:"warm_to_predicted"`
 }
 
-// Speeds are tokens/s.
+// Speeds are tokens/s, and the seconds a model took to load.
 type Speeds struct {
+	LoadSeconds float64 `json:"load_seconds"` // gguftool's one open; llama.cpp's median
 	PrefillCold float64 `json:"prefill_cold"`
 	DecodeCold  float64 `json:"decode_cold"`
 	Prefill     float64 `json:"prefill"` // median over the warm runs (all runs for llama.cpp)
@@ -172,6 +180,7 @@ func benchDecodeRun(ctx context.Context, o *BenchDecodeOptions) error {
 			fmt.Fprintf(o.IO.ErrOut, format+"\n", args...)
 		}
 	}
+	start := time.Now()
 	m, err := o.Flags.Open(o.Model, o.IO.ErrOut)
 	if err != nil {
 		return err
@@ -179,6 +188,7 @@ func benchDecodeRun(ctx context.Context, o *BenchDecodeOptions) error {
 	defer m.Close()
 	res := DecodeResult{Schema: DecodeSchema, Model: o.Model, Threads: m.Threads(), Kernels: quant.Kernels(),
 		PromptTokens: o.PromptTokens, Tokens: o.Tokens, Parallel: o.Parallel}
+	res.Ours.LoadSeconds = time.Since(start).Seconds()
 	if err := measureOurs(ctx, o, m, &res, say); err != nil {
 		return err
 	}
@@ -282,10 +292,13 @@ func measureLlamaCpp(ctx context.Context, o *BenchDecodeOptions, ref string, res
 	if err != nil {
 		return err
 	}
-	var pre, dec []float64
+	bo := llamacpp.BenchOptions{PromptTokens: o.PromptTokens, Tokens: o.Tokens, Threads: res.Threads, Parallel: o.Parallel}
+	if o.PromptTokens > engine.MaxBatch {
+		bo.UBatch = engine.MaxBatch // as gguftool evaluates it; one batch of it all would need its square in scores
+	}
+	var pre, dec, load []float64
 	for r := range o.Runs {
-		b, err := oracle.Bench(ctx, ref, llamacpp.BenchOptions{PromptTokens: o.PromptTokens, Tokens: o.Tokens, Threads: res.Threads,
-			Parallel: o.Parallel})
+		b, err := oracle.Bench(ctx, ref, bo)
 		if err != nil {
 			return err
 		}
@@ -294,9 +307,9 @@ func measureLlamaCpp(ctx context.Context, o *BenchDecodeOptions, ref string, res
 			p, d = float64(b.Parallel*b.PromptTokens)/b.PrefillSeconds, float64(b.Parallel*(o.Tokens-1))/b.DecodeSeconds
 		}
 		say("llama.cpp run %d: prefill %.1f tok/s, decode %.1f tok/s", r+1, p, d)
-		pre, dec = append(pre, p), append(dec, d)
+		pre, dec, load = append(pre, p), append(dec, d), append(load, b.LoadSeconds)
 	}
-	res.LlamaCpp = &Speeds{PrefillCold: pre[0], DecodeCold: dec[0], Prefill: median(pre), Decode: median(dec)}
+	res.LlamaCpp = &Speeds{PrefillCold: pre[0], DecodeCold: dec[0], Prefill: median(pre), Decode: median(dec), LoadSeconds: median(load)}
 	res.Reference = ref
 	res.PrefillRatio = res.Ours.Prefill / res.LlamaCpp.Prefill
 	res.DecodeRatio = res.Ours.Decode / res.LlamaCpp.Decode
@@ -306,10 +319,11 @@ func measureLlamaCpp(ctx context.Context, o *BenchDecodeOptions, ref string, res
 func printDecode(w io.Writer, res *DecodeResult, runs int) {
 	fmt.Fprintf(w, "model %s, %d threads, %s kernels, prompt %d tokens, %d decoded, %d runs\n", res.Model, res.Threads, res.Kernels,
 		res.PromptTokens, res.Tokens, runs)
-	fmt.Fprintf(w, "gguftool   prefill %7.1f tok/s (cold %7.1f)   decode %6.1f tok/s (cold %6.1f)\n",
-		res.Ours.Prefill, res.Ours.PrefillCold, res.Ours.Decode, res.Ours.DecodeCold)
+	fmt.Fprintf(w, "gguftool   prefill %7.1f tok/s (cold %7.1f)   decode %6.1f tok/s (cold %6.1f)   load %.2f s\n",
+		res.Ours.Prefill, res.Ours.PrefillCold, res.Ours.Decode, res.Ours.DecodeCold, res.Ours.LoadSeconds)
 	if res.LlamaCpp != nil {
-		fmt.Fprintf(w, "llama.cpp  prefill %7.1f tok/s               decode %6.1f tok/s\n", res.LlamaCpp.Prefill, res.LlamaCpp.Decode)
+		fmt.Fprintf(w, "llama.cpp  prefill %7.1f tok/s               decode %6.1f tok/s                load %.2f s\n",
+			res.LlamaCpp.Prefill, res.LlamaCpp.Decode, res.LlamaCpp.LoadSeconds)
 		fmt.Fprintf(w, "ratio      prefill %.2f×   decode %.2f×\n", res.PrefillRatio, res.DecodeRatio)
 	}
 	fmt.Fprintln(w, runflags.DescribeCache(res.Experts))
