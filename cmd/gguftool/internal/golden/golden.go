@@ -1,4 +1,4 @@
-// Package golden is `gguftool golden`: check the runtime against the
+// Package golden is `gguftool golden`: check the engine against the
 // llama.cpp outputs recorded for the golden fixtures.
 package golden
 
@@ -18,7 +18,7 @@ import (
 func NewCmdGolden(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "golden <subcommand>",
-		Short: "Check the runtime against llama.cpp's recorded outputs",
+		Short: "Check the engine against llama.cpp's recorded outputs",
 		Long: `The golden fixtures are small models synth makes from a seed, with llama.cpp's
 greedy ids and teacher-forced log-probabilities recorded for them (F32
 weights, F32 KV cache, flash attention off). They are built into the
@@ -42,25 +42,26 @@ func NewCmdGoldenList(f *cmdutil.Factory, runF func(context.Context, *GoldenList
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the golden fixtures",
-		Long: `List every golden fixture: its name, how synth makes it, the tolerance held,
-and whether the runtime runs its architecture (the others are kept to
-prove llama.cpp loads those layouts).
+		Long: `List every golden fixture: its name, how synth makes it and the tolerance
+held. Every fixture is of an architecture the engine runs, and golden check
+compares each.
 
 --json prints one document (schema ` + ListSchema + `):
   {"schema": "` + ListSchema + `",
    "fixtures": [{"name": "qwen3moe-f32-seed1",
-                 "runtime": true,          (false: llama.cpp loads it, the runtime does not run it)
                  "synth": {"arch": "qwen3moe", "type": "f32", "seed": 1, …},
                  "command": "gguftool synth …",
                  "sha256": "…",            (of the model file or split set)
                  "tolerance": {"logprob_abs": …, "median_abs": …, "note": "…"}}, …]}
+(v1 also had "runtime": whether the engine ran the fixture's architecture;
+it runs every one now.)
 
 An argument is a usage error (exit code 2); a built-in fixture that does
 not load means a broken build (exit code 1).
 
 Examples:
   gguftool golden list
-  gguftool golden list --json | jq -r '.fixtures[] | select(.runtime) | .name'
+  gguftool golden list --json | jq -r '.fixtures[] | select(.synth.arch == "kimi-k3") | .name'
 ` + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -78,7 +79,7 @@ Examples:
 // The schemas of the --json documents. The fixture files themselves are a
 // format of their own (golden.Schema).
 const (
-	ListSchema  = "gguftool.golden-list/v1"
+	ListSchema  = "gguftool.golden-list/v2"
 	CheckSchema = "gguftool.golden-check/v1"
 )
 
@@ -91,7 +92,6 @@ type List struct {
 // ListFixture is one fixture in a List.
 type ListFixture struct {
 	Name      string           `json:"name"`
-	Runtime   bool             `json:"runtime"` // the runtime runs its architecture
 	Spec      golden.Spec      `json:"synth"`
 	Command   string           `json:"command"`
 	SHA256    string           `json:"sha256"`
@@ -105,18 +105,14 @@ func goldenListRun(_ context.Context, opts *GoldenListOptions) error {
 		if err != nil {
 			return err
 		}
-		list.Fixtures = append(list.Fixtures, ListFixture{Name: s.Name(), Runtime: golden.Supported(s), Spec: s,
+		list.Fixtures = append(list.Fixtures, ListFixture{Name: s.Name(), Spec: s,
 			Command: fx.Command, SHA256: fx.SHA256, Tolerance: fx.Tolerance})
 	}
 	if opts.JSON {
 		return cmdutil.PrintJSON(opts.IO.Out, list)
 	}
 	for _, f := range list.Fixtures {
-		run := "runtime"
-		if !f.Runtime {
-			run = "load only"
-		}
-		fmt.Fprintf(opts.IO.Out, "%-44s %-9s max |Δ log p| %-6g %s\n", f.Name, run, f.Tolerance.LogprobAbs, f.Command)
+		fmt.Fprintf(opts.IO.Out, "%-44s max |Δ log p| %-6g %s\n", f.Name, f.Tolerance.LogprobAbs, f.Command)
 	}
 	return nil
 }
@@ -135,14 +131,14 @@ func NewCmdGoldenCheck(f *cmdutil.Factory, runF func(context.Context, *GoldenChe
 	opts := &GoldenCheckOptions{IO: f.IOStreams}
 	cmd := &cobra.Command{
 		Use:   "check [--only NAME]…",
-		Short: "Rebuild the fixtures, run the runtime on them and compare with llama.cpp",
-		Long: `For every fixture of an architecture the runtime runs: rebuild the model from
-its synth spec (and check its sha256 against the recorded one), generate
-greedily with every expert resident and compare the ids with llama.cpp's
-exactly and every recorded log-probability within the fixture's tolerance
-(teacher forcing over prompt and continuation); then pack the model and
-do it again streaming every routed expert through a one-slot cache, which
-must give the same numbers bit for bit.
+		Short: "Rebuild the fixtures, run the engine on them and compare with llama.cpp",
+		Long: `For every fixture: rebuild the model from its synth spec (and check its
+sha256 against the recorded one), generate greedily with every expert
+resident and compare the ids with llama.cpp's exactly and every recorded
+log-probability within the fixture's tolerance (teacher forcing over prompt
+and continuation); then pack the model and do it again streaming every
+routed expert through a one-slot cache, which must give the same numbers
+bit for bit.
 
 Models are built in a temporary directory (or --dir) and removed as each
 check ends. Exit 1 if any fixture does not match.

@@ -59,7 +59,7 @@ var jsonOutputsNotRun = map[string]string{
 	"gguftool bench pack":    "runs the gguftool binary as a child, which a test binary is not",
 	"gguftool bench serve":   "a load test of seconds (TestBenchServe runs it)",
 	"gguftool demo":          "the whole job end to end (TestDemo checks its schema)",
-	"gguftool golden check":  "rebuilds and runs every fixture: minutes (scripts/test.sh runs it)",
+	"gguftool golden check":  "rebuilds and runs every fixture: minutes (scripts/test.sh runs it; TestGoldenCheckRuns runs two with --only)",
 }
 
 // TestJSONOutputsCarryTheirSchema runs every command with --json that
