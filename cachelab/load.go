@@ -12,7 +12,7 @@ import (
 )
 
 // PrefillBatch is the most prefill positions the engine evaluates in one
-// forward pass (engine.MaxBatch): a run of prefill steps is grouped into
+// forward pass (engine.DefaultBatchSize): a run of prefill steps is grouped into
 // batches of this many, as the engine fetched them.
 const PrefillBatch = 512
 

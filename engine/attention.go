@@ -1,44 +1,54 @@
 package engine
 
 import (
+	"errors"
 	"math"
 
+	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/gguf/quant"
 )
 
 // attention adds one layer's attention block to x (T positions of D).
-func (s *Session) attention(il int, x, hbuf []float32, T int) {
+func (s *Session) attention(il int, x, hbuf []float32, T int) error {
 	m, h := s.m, s.m.Hparams
 	L := &m.layers[il]
 	D := h.Embd
 	for t := range T {
 		rmsNorm(hbuf[t*D:(t+1)*D], x[t*D:(t+1)*D], L.attnNorm, h.RMSEps)
 	}
-	o := s.attnOut(il, hbuf, T)
+	o, err := s.attnOut(il, hbuf, T)
+	if err != nil {
+		return err
+	}
 	for i := range x[:T*D] {
 		x[i] = o[i] + x[i]
 	}
+	return nil
 }
 
 // attnOut is one layer's attention over the normalised input hn (T rows
 // of D), through its output projection; the result overwrites hn.
-func (s *Session) attnOut(il int, hn []float32, T int) []float32 {
+func (s *Session) attnOut(il int, hn []float32, T int) ([]float32, error) {
 	m, h := s.m, s.m.Hparams
 	L := &m.layers[il]
 	D := h.Embd
 	s.as.reset(hn, D, T)
 	var att []float32
+	var err error
 	switch {
 	case L.delta != nil:
-		att = s.deltaNet(il, T)
+		att, err = s.deltaNet(il, T)
 	case L.kda != nil:
-		att = s.kda(il, T)
+		att, err = s.kda(il, T)
 	case L.mla == nil:
-		att = s.mha(il, T)
+		att, err = s.mha(il, T)
 	case h.MLA.Absorbed:
-		att = s.mlaAbsorbed(il, T)
+		att, err = s.mlaAbsorbed(il, T)
 	default:
-		att = s.mlaLegacy(il, T)
+		att, err = s.mlaLegacy(il, T)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if L.attnGate.rows > 0 {
 		// kimi-k3: the output is gated by sigmoid(gate·h) before wo.
@@ -52,12 +62,12 @@ func (s *Session) attnOut(il int, hn []float32, T int) []float32 {
 	o := hn[:T*D]
 	m.work.mulMat(&L.wo, s.as.get(L.wo.vt), o)
 	addBias(o, L.bo)
-	return o
+	return o, nil
 }
 
 // mha is ordinary grouped-query attention over the normalised input in
 // s.as; it returns T rows of heads × head dim.
-func (s *Session) mha(il, T int) []float32 {
+func (s *Session) mha(il, T int) ([]float32, error) {
 	q, k, v, gate := s.mhaProject(&s.m.layers[il], T)
 	return s.mhaCore(il, q, k, v, gate, T)
 }
@@ -86,7 +96,7 @@ func (s *Session) mhaProject(L *layer, T int) (q, k, v, gate []float32) {
 // mhaCore is the session's part of grouped-query attention over T rows
 // of projections: their norms and rotations at its positions, its cache,
 // the attention over it and the output gate.
-func (s *Session) mhaCore(il int, q, k, v, gate []float32, T int) []float32 {
+func (s *Session) mhaCore(il int, q, k, v, gate []float32, T int) ([]float32, error) {
 	h := s.m.Hparams
 	L := &s.m.layers[il]
 	HD := h.HeadDim
@@ -116,14 +126,17 @@ func (s *Session) mhaCore(il int, q, k, v, gate []float32, T int) []float32 {
 			rope(k[i:i+HD], cs, h.RopeDims, h.ropeNeox)
 		}
 	}
-	kc, vc := s.cache(il, k, v)
+	st := &s.state[il]
+	if err := errors.Join(st.k.append(k, T), st.v.append(v, T)); err != nil {
+		return nil, err
+	}
 	att := make([]float32, T*qDim)
-	s.attend(attnGeom{heads: h.Heads, group: h.Heads / h.HeadsKV, kDim: HD, vDim: HD, kStride: kvDim, vStride: kvDim,
-		scale: h.kqScale, window: L.window, sinks: L.sinks}, q, qDim, kc, vc, T, att)
+	s.attend(attnGeom{heads: h.Heads, group: h.Heads / h.HeadsKV, kDim: HD, vDim: HD,
+		scale: h.kqScale, window: L.window, sinks: L.sinks}, q, qDim, &st.k, &st.v, T, att)
 	for i, g := range gate {
 		att[i] *= sigmoid(g) // the output gate: ggml_sigmoid, then ggml_mul
 	}
-	return att
+	return att, nil
 }
 
 // gatedQuery splits qwen35moe's query projection, which gives each head
@@ -145,73 +158,159 @@ func (s *Session) gatedQuery(L *layer, T int) (q, gate []float32) {
 	return q, gate
 }
 
-// cache appends T positions' keys and values to layer il's cache and
-// returns the whole of it (v may be nil when the values are read from
-// the keys, as MLA's latent is).
-func (s *Session) cache(il int, k, v []float32) (kc, vc []float32) {
-	if s.k[il] == nil {
-		s.k[il] = make([]float32, 0, min(s.ctxLen, 64)*len(k))
-		if v != nil {
-			s.v[il] = make([]float32, 0, min(s.ctxLen, 64)*len(v))
-		}
-	}
-	s.k[il] = append(s.k[il], k...)
-	if v != nil {
-		s.v[il] = append(s.v[il], v...)
-	}
-	return s.k[il], s.v[il]
-}
-
 // attnGeom is the shape of one attention: how queries find their keys
 // and values in the cache.
 type attnGeom struct {
-	heads, group     int // query heads, and query heads per key-value head
-	kDim, vDim       int // one head's key and value widths
-	kStride, vStride int // floats per cached position
-	scale            float32
-	window           int       // attend to the last window positions only; 0 for all
-	sinks            []float32 // per query head sink logits, or nil
+	heads, group int // query heads, and query heads per key-value head
+	kDim, vDim   int // one head's key and value widths
+	scale        float32
+	window       int       // attend to the last window positions only; 0 for all
+	sinks        []float32 // per query head sink logits, or nil
 }
 
 // attend computes softmax(q·k·scale)·v for T new positions, causally, as
 // ggml_soft_max_ext and the two matrix products do: q holds qStride
-// floats per position (heads × kDim), out receives heads × vDim.
-func (s *Session) attend(g attnGeom, q []float32, qStride int, kc, vc []float32, T int, out []float32) {
+// floats per position (heads × kDim), k and v are the layer's caches
+// (v may be k itself, its first vDim values of a row being the value:
+// MLA's latent), out receives heads × vDim.
+func (s *Session) attend(g attnGeom, q []float32, qStride int, k, v *kvRows, T int, out []float32) {
+	if k.typ == gguf.TypeF32 && v.typ == gguf.TypeF32 {
+		s.attendF32(g, q, qStride, k.f32(), k.width, v.f32(), v.width, T, out)
+		return
+	}
+	s.attendTyped(g, q, qStride, k, v, T, out)
+}
+
+// attendF32 is attend over an F32 cache of kStride and vStride floats a
+// position.
+func (s *Session) attendF32(g attnGeom, q []float32, qStride int, kc []float32, kStride int, vc []float32, vStride int, T int, out []float32) {
 	vRow := g.heads * g.vDim
 	s.m.work.forEach(T*g.heads, 1, func(lo, hi int) {
 		scores := make([]float32, s.n+T)
 		for i := lo; i < hi; i++ {
 			t, hd := i/g.heads, i%g.heads
-			pos := s.n + t
-			first := 0
-			if g.window > 0 {
-				first = max(0, pos-g.window+1) // ggml masks pos − j ≥ window
-			}
+			first, pos := g.span(s.n + t)
 			qh := q[t*qStride+hd*g.kDim : t*qStride+(hd+1)*g.kDim]
 			kvh := hd / g.group
 			sc := scores[first : pos+1]
 			for j := range sc {
-				kr := kc[(first+j)*g.kStride+kvh*g.kDim:]
+				kr := kc[(first+j)*kStride+kvh*g.kDim:]
 				sc[j] = quant.DotFloat32(qh, kr[:g.kDim]) * g.scale
 			}
-			if g.sinks != nil {
-				softmaxSink(sc, g.sinks[hd])
-			} else {
-				softmax(sc)
-			}
-			// Each output value sums its products in position order.
+			g.softmax(sc, hd)
 			o := out[t*vRow+hd*g.vDim : t*vRow+(hd+1)*g.vDim]
 			clear(o)
-			vb := vc[first*g.vStride+kvh*g.vDim:]
-			if vecAttnAccum != nil && g.vDim%8 == 0 {
-				vecAttnAccum(o, vb, g.vStride, sc)
+			accumulate(o, vc[first*vStride+kvh*g.vDim:], vStride, sc)
+		}
+	})
+}
+
+// span is the positions a query at pos attends to: all up to it, or the
+// last window of them (ggml masks pos − j ≥ window).
+func (g *attnGeom) span(pos int) (first, last int) {
+	if g.window > 0 {
+		return max(0, pos-g.window+1), pos
+	}
+	return 0, pos
+}
+
+// softmax turns query head hd's scores into weights, with its sink when
+// the layer has sinks.
+func (g *attnGeom) softmax(sc []float32, hd int) {
+	if g.sinks != nil {
+		softmaxSink(sc, g.sinks[hd])
+	} else {
+		softmax(sc)
+	}
+}
+
+// accumulate adds to o each value row (vb, a row every stride floats)
+// weighted by its score, summing every output in position order.
+func accumulate(o, vb []float32, stride int, sc []float32) {
+	if vecAttnAccum != nil && len(o)%8 == 0 {
+		vecAttnAccum(o, vb, stride, sc)
+		return
+	}
+	for j, p := range sc {
+		vj := vb[j*stride : j*stride+len(o)]
+		for d, v := range vj {
+			o[d] += float32(v * p)
+		}
+	}
+}
+
+// valueBlock is how many cached value rows attendTyped converts to float
+// at a time: the summation order, position by position, does not depend
+// on it.
+const valueBlock = 64
+
+// attendTyped is attend over a cache of another type than F32: each
+// query head converted to the keys' dot type once, as ggml converts src1
+// of the key product (ggml_cpu_fp32_to_fp16, quantize_row_q8_0), each
+// score a dot product with a cached key row in its own type; the weights
+// rounded to F16 for F16 values, as ggml converts them for its product
+// with the values; and the values converted to float valueBlock rows at a
+// time and accumulated as attendF32 does.
+func (s *Session) attendTyped(g attnGeom, q []float32, qStride int, k, v *kvRows, T int, out []float32) {
+	vRow := g.heads * g.vDim
+	var kdot quant.Dotter
+	if k.typ != gguf.TypeF32 {
+		var err error
+		if kdot, err = quant.NewDotter(k.typ, g.kDim); err != nil {
+			panic("engine: " + err.Error()) // checkCacheTypes checked the blocks
+		}
+	}
+	var kc, vc []float32
+	if k.typ == gguf.TypeF32 {
+		kc = k.f32()
+	}
+	if v.typ == gguf.TypeF32 {
+		vc = v.f32()
+	}
+	s.m.work.forEach(T*g.heads, 1, func(lo, hi int) {
+		scores := make([]float32, s.n+T)
+		var qconv []byte
+		var vbuf []float32
+		if v.typ != gguf.TypeF32 {
+			vbuf = make([]float32, valueBlock*g.vDim)
+		}
+		for i := lo; i < hi; i++ {
+			t, hd := i/g.heads, i%g.heads
+			first, pos := g.span(s.n + t)
+			qh := q[t*qStride+hd*g.kDim : t*qStride+(hd+1)*g.kDim]
+			kvh := hd / g.group
+			sc := scores[first : pos+1]
+			if k.typ == gguf.TypeF32 {
+				for j := range sc {
+					kr := kc[(first+j)*k.width+kvh*g.kDim:]
+					sc[j] = quant.DotFloat32(qh, kr[:g.kDim]) * g.scale
+				}
+			} else {
+				qconv, _ = quant.QuantizeActivations(qconv[:0], k.typ, qh)
+				for j := range sc {
+					sc[j] = kdot.Dot(k.rowBytesOf(first+j, kvh*g.kDim, g.kDim), qconv) * g.scale
+				}
+			}
+			g.softmax(sc, hd)
+			if v.typ == gguf.TypeF16 {
+				// ggml converts the weights to F16, the value rows' type,
+				// before their product with the values.
+				for j, p := range sc {
+					sc[j] = quant.F16ToF32(quant.F32ToF16(p))
+				}
+			}
+			o := out[t*vRow+hd*g.vDim : t*vRow+(hd+1)*g.vDim]
+			clear(o)
+			if v.typ == gguf.TypeF32 {
+				accumulate(o, vc[first*v.width+kvh*g.vDim:], v.width, sc)
 				continue
 			}
-			for j, p := range sc {
-				vj := vb[j*g.vStride : j*g.vStride+g.vDim]
-				for d, v := range vj {
-					o[d] += float32(v * p)
+			for b := 0; b < len(sc); b += valueBlock {
+				n := min(valueBlock, len(sc)-b)
+				for j := range n {
+					quant.Dequantize(vbuf[j*g.vDim:j*g.vDim], v.typ, v.rowBytesOf(first+b+j, kvh*g.vDim, g.vDim))
 				}
+				accumulate(o, vbuf, g.vDim, sc[b:b+n])
 			}
 		}
 	})
@@ -278,10 +377,14 @@ func (s *Session) mlaRope(L *layer, q, kv []float32, T int) {
 // RoPE key, one head shared by every query head, the values are the
 // latents, and each head's output is decompressed by attn_v_b. This is
 // llama.cpp's path for files with attn_k_b and attn_v_b.
-func (s *Session) mlaAbsorbed(il, T int) []float32 {
+func (s *Session) mlaAbsorbed(il, T int) ([]float32, error) {
 	q, kv := s.mlaInputs(il, T)
 	qa := s.mlaAbsorbQueries(il, q, T)
-	return s.mlaDecompress(il, s.mlaAttendLatent(il, qa, kv, T), T)
+	lat, err := s.mlaAttendLatent(il, qa, kv, T)
+	if err != nil {
+		return nil, err
+	}
+	return s.mlaDecompress(il, lat, T), nil
 }
 
 // mlaAbsorbQueries turns each head's query into [attn_k_b·q_nope |
@@ -313,14 +416,16 @@ func (s *Session) mlaAbsorbQueries(il int, q []float32, T int) []float32 {
 
 // mlaAttendLatent caches T rows of latents and attends over the session's
 // cache with the absorbed queries: each head's output latent.
-func (s *Session) mlaAttendLatent(il int, qa, kv []float32, T int) []float32 {
+func (s *Session) mlaAttendLatent(il int, qa, kv []float32, T int) ([]float32, error) {
 	h, a := s.m.Hparams, s.m.Hparams.MLA
 	H, kvr, row := h.Heads, a.KVLoraRank, a.KVLoraRank+a.RoPE
-	kc, _ := s.cache(il, kv, nil)
+	st := &s.state[il]
+	if err := st.k.append(kv, T); err != nil {
+		return nil, err
+	}
 	lat := make([]float32, T*H*kvr)
-	s.attend(attnGeom{heads: H, group: H, kDim: row, vDim: kvr, kStride: row, vStride: row, scale: h.kqScale},
-		qa, H*row, kc, kc, T, lat)
-	return lat
+	s.attend(attnGeom{heads: H, group: H, kDim: row, vDim: kvr, scale: h.kqScale}, qa, H*row, &st.k, &st.k, T, lat)
+	return lat, nil
 }
 
 // mlaDecompress is attn_v_b·latent for each head of T rows.
@@ -349,7 +454,7 @@ func (s *Session) mlaDecompress(il int, lat []float32, T int) []float32 {
 // mlaLegacy is latent attention for files with one attn_kv_b: the latent
 // is decompressed into per-head keys and values, which are cached, and
 // attended as ordinary multi-head attention.
-func (s *Session) mlaLegacy(il, T int) []float32 {
+func (s *Session) mlaLegacy(il, T int) ([]float32, error) {
 	q, kv := s.mlaInputs(il, T)
 	k, v := s.mlaKeysValues(il, kv, T)
 	return s.mlaAttendLegacy(il, q, k, v, T)
@@ -386,14 +491,16 @@ func (s *Session) mlaKeysValues(il int, kv []float32, T int) (k, v []float32) {
 
 // mlaAttendLegacy caches T rows of decompressed keys and values and
 // attends over the session's cache.
-func (s *Session) mlaAttendLegacy(il int, q, k, v []float32, T int) []float32 {
+func (s *Session) mlaAttendLegacy(il int, q, k, v []float32, T int) ([]float32, error) {
 	h, a := s.m.Hparams, s.m.Hparams.MLA
 	H, qk, vd := h.Heads, a.NoPE+a.RoPE, a.Value
-	kc, vc := s.cache(il, k, v)
+	st := &s.state[il]
+	if err := errors.Join(st.k.append(k, T), st.v.append(v, T)); err != nil {
+		return nil, err
+	}
 	att := make([]float32, T*H*vd)
-	s.attend(attnGeom{heads: H, group: 1, kDim: qk, vDim: vd, kStride: H * qk, vStride: H * vd, scale: h.kqScale},
-		q, H*qk, kc, vc, T, att)
-	return att
+	s.attend(attnGeom{heads: H, group: 1, kDim: qk, vDim: vd, scale: h.kqScale}, q, H*qk, &st.k, &st.v, T, att)
+	return att, nil
 }
 
 // ropeTable holds cos and sin of each rotated pair at one position, built

@@ -23,7 +23,9 @@ type BatchItem struct {
 // cache lookup), and the output head. The logits are the same bits as
 // each session evaluating its tokens alone, whatever the batch holds.
 //
-// The rows together must be at most MaxBatch. A batch of one, a model
+// The rows together must be at most the model's BatchSize. A batch that
+// fails or is cancelled part way leaves every session at its last
+// complete position (abortStep). A batch of one, a model
 // with residual attention (kimi-k3's blocks mix a session's layers in a
 // way this pass does not batch) or a session recording a trace is
 // evaluated session by session, with the same results.
@@ -47,16 +49,24 @@ func (m *Model) EvalBatch(ctx context.Context, items []BatchItem) ([][]float32, 
 		return out, nil
 	}
 	start := time.Now()
+	for _, it := range items {
+		if err := it.Session.beginStep(); err != nil {
+			return nil, err
+		}
+	}
 	out, err := m.forwardBatch(ctx, items)
 	for _, it := range items {
 		it.Session.stats.Forward += time.Since(start)
+		if err != nil {
+			it.Session.abortStep()
+		}
 	}
 	return out, err
 }
 
 // checkBatch refuses a batch that cannot be evaluated: a session of
 // another model or listed twice, no tokens, a token outside the
-// vocabulary, more rows than MaxBatch, or a session whose context the
+// vocabulary, more rows than the batch size, or a session whose context the
 // tokens would overflow.
 func (m *Model) checkBatch(items []BatchItem) error {
 	if len(items) == 0 {
@@ -84,8 +94,8 @@ func (m *Model) checkBatch(items []BatchItem) error {
 		}
 		rows += len(it.Tokens)
 	}
-	if rows > MaxBatch {
-		return fmt.Errorf("engine: a batch of %d rows; at most %d (MaxBatch)", rows, MaxBatch)
+	if rows > m.batch {
+		return fmt.Errorf("engine: a batch of %d rows; at most %d (the batch size)", rows, m.batch)
 	}
 	return nil
 }
@@ -120,10 +130,14 @@ func (m *Model) forwardBatch(ctx context.Context, items []BatchItem) ([][]float3
 			return nil, err
 		}
 		if L := &m.layers[il]; L.delta == nil && L.kda == nil {
-			lead.attentionMany(il, items, off, x, buf)
+			if err := lead.attentionMany(il, items, off, x, buf); err != nil {
+				return nil, err
+			}
 		} else {
 			for i, it := range items {
-				it.Session.attention(il, x[off[i]*D:off[i+1]*D], buf[off[i]*D:off[i+1]*D], off[i+1]-off[i])
+				if err := it.Session.attention(il, x[off[i]*D:off[i+1]*D], buf[off[i]*D:off[i+1]*D], off[i+1]-off[i]); err != nil {
+					return nil, err
+				}
 			}
 		}
 		if err := lead.ffn(ctx, il, x, buf, R); err != nil {
@@ -142,18 +156,19 @@ func (m *Model) forwardBatch(ctx context.Context, items []BatchItem) ([][]float3
 			return nil, err
 		}
 	}
-	for i, it := range items {
-		it.Session.n += off[i+1] - off[i]
-		it.Session.stats.Positions += off[i+1] - off[i]
-	}
 	logits := lead.outputRows(last, len(items))
 	V := m.Hparams.Vocab
 	out := make([][]float32, len(items))
 	for i, it := range items {
 		out[i] = logits[i*V : (i+1)*V : (i+1)*V]
-		if err := it.Session.checkLogits(out[i], it.Session.n-1); err != nil {
+		if err := it.Session.checkLogits(out[i], it.Session.n+off[i+1]-off[i]-1); err != nil {
 			return nil, err
 		}
+	}
+	// Only a complete step moves the positions.
+	for i, it := range items {
+		it.Session.n += off[i+1] - off[i]
+		it.Session.stats.Positions += off[i+1] - off[i]
 	}
 	return out, nil
 }
@@ -174,7 +189,7 @@ func checkBatchLayer(items []BatchItem, off []int, x []float32, il int) error {
 // the stacked rows of every item: the norm and every projection over all
 // rows at once (weights read once per step), each session's rotations,
 // cache and attention over its own rows.
-func (s *Session) attentionMany(il int, items []BatchItem, off []int, x, hbuf []float32) {
+func (s *Session) attentionMany(il int, items []BatchItem, off []int, x, hbuf []float32) error {
 	m, h := s.m, s.m.Hparams
 	L := &m.layers[il]
 	D, R := h.Embd, off[len(items)]
@@ -183,10 +198,14 @@ func (s *Session) attentionMany(il int, items []BatchItem, off []int, x, hbuf []
 	}
 	s.as.reset(hbuf, D, R)
 	var att []float32
+	var err error
 	if L.mla != nil {
-		att = s.mlaMany(il, items, off)
+		att, err = s.mlaMany(il, items, off)
 	} else {
-		att = s.mhaMany(il, items, off)
+		att, err = s.mhaMany(il, items, off)
+	}
+	if err != nil {
+		return err
 	}
 	if L.attnGate.rows > 0 {
 		g := make([]float32, len(att))
@@ -202,13 +221,14 @@ func (s *Session) attentionMany(il int, items []BatchItem, off []int, x, hbuf []
 	for i := range x[:R*D] {
 		x[i] = o[i] + x[i]
 	}
+	return nil
 }
 
 // perRows runs f for each item on its rows' slices of the stacked
 // per-row arrays (a row of arrays[j] being widths[j] floats) and stacks
 // the out-wide rows f returns.
 func perRows(items []BatchItem, off []int, out int, widths []int, arrays [][]float32,
-	f func(it BatchItem, rows [][]float32, T int) []float32) []float32 {
+	f func(it BatchItem, rows [][]float32, T int) ([]float32, error)) ([]float32, error) {
 	res := make([]float32, off[len(items)]*out)
 	rows := make([][]float32, len(arrays))
 	for i, it := range items {
@@ -220,19 +240,23 @@ func perRows(items []BatchItem, off []int, out int, widths []int, arrays [][]flo
 				rows[j] = nil
 			}
 		}
-		copy(res[lo*out:hi*out], f(it, rows, hi-lo))
+		r, err := f(it, rows, hi-lo)
+		if err != nil {
+			return nil, err
+		}
+		copy(res[lo*out:hi*out], r)
 	}
-	return res
+	return res, nil
 }
 
 // mhaMany is grouped-query attention over the rows in s.as, stacked from
 // items: projections at once, each session's core apart.
-func (s *Session) mhaMany(il int, items []BatchItem, off []int) []float32 {
+func (s *Session) mhaMany(il int, items []BatchItem, off []int) ([]float32, error) {
 	h := s.m.Hparams
 	qDim, kvDim := h.Heads*h.HeadDim, h.HeadsKV*h.HeadDim
 	q, k, v, gate := s.mhaProject(&s.m.layers[il], off[len(items)])
 	return perRows(items, off, qDim, []int{qDim, kvDim, kvDim, qDim}, [][]float32{q, k, v, gate},
-		func(it BatchItem, r [][]float32, T int) []float32 {
+		func(it BatchItem, r [][]float32, T int) ([]float32, error) {
 			return it.Session.mhaCore(il, r[0], r[1], r[2], r[3], T)
 		})
 }
@@ -240,28 +264,31 @@ func (s *Session) mhaMany(il int, items []BatchItem, off []int) []float32 {
 // mlaMany is latent attention over the rows in s.as, stacked from items:
 // the projections, the absorbed queries and the decompression at once;
 // each session's rotations, cache and attention apart.
-func (s *Session) mlaMany(il int, items []BatchItem, off []int) []float32 {
+func (s *Session) mlaMany(il int, items []BatchItem, off []int) ([]float32, error) {
 	h, a := s.m.Hparams, s.m.Hparams.MLA
 	L := &s.m.layers[il]
 	R, H := off[len(items)], h.Heads
 	qRow, kvRow := L.mla.qRowFloats, a.KVLoraRank+a.RoPE
 	q, kv := s.mlaProject(L, R)
-	perRows(items, off, 0, []int{qRow, kvRow}, [][]float32{q, kv}, func(it BatchItem, r [][]float32, T int) []float32 {
+	perRows(items, off, 0, []int{qRow, kvRow}, [][]float32{q, kv}, func(it BatchItem, r [][]float32, T int) ([]float32, error) {
 		it.Session.mlaRope(L, r[0], r[1], T)
-		return nil
+		return nil, nil
 	})
 	if h.MLA.Absorbed {
 		qa := s.mlaAbsorbQueries(il, q, R)
-		lat := perRows(items, off, H*a.KVLoraRank, []int{H * kvRow, kvRow}, [][]float32{qa, kv},
-			func(it BatchItem, r [][]float32, T int) []float32 {
+		lat, err := perRows(items, off, H*a.KVLoraRank, []int{H * kvRow, kvRow}, [][]float32{qa, kv},
+			func(it BatchItem, r [][]float32, T int) ([]float32, error) {
 				return it.Session.mlaAttendLatent(il, r[0], r[1], T)
 			})
-		return s.mlaDecompress(il, lat, R)
+		if err != nil {
+			return nil, err
+		}
+		return s.mlaDecompress(il, lat, R), nil
 	}
 	k, v := s.mlaKeysValues(il, kv, R)
 	qk := a.NoPE + a.RoPE
 	return perRows(items, off, H*a.Value, []int{qRow, H * qk, H * a.Value}, [][]float32{q, k, v},
-		func(it BatchItem, r [][]float32, T int) []float32 {
+		func(it BatchItem, r [][]float32, T int) ([]float32, error) {
 			return it.Session.mlaAttendLegacy(il, r[0], r[1], r[2], T)
 		})
 }

@@ -204,7 +204,7 @@ func TestEvalBatchRefuses(t *testing.T) {
 	m, other := open(t, src, Options{}), open(t, src, Options{})
 	s, _ := m.NewSession(4)
 	o, _ := other.NewSession(4)
-	long := make([]int, MaxBatch+1)
+	long := make([]int, DefaultBatchSize+1)
 	big, _ := m.NewSession(0)
 	for _, c := range []struct {
 		items []BatchItem

@@ -18,7 +18,7 @@ import (
 // tokens one at a time leave the same state. Each head's output is
 // RMS-normalised and gated by silu(z). It returns T rows of the value
 // width, for the layer's output projection.
-func (s *Session) deltaNet(il, T int) []float32 {
+func (s *Session) deltaNet(il, T int) ([]float32, error) {
 	m, h, d := s.m, s.m.Hparams, s.m.Hparams.DeltaNet
 	dl := m.layers[il].delta
 	C, Hv, Sd := d.convDim(), d.ValueHeads, d.StateSize
@@ -37,17 +37,18 @@ func (s *Session) deltaNet(il, T int) []float32 {
 		hd := i % Hv
 		alpha[i] = softplus(v+dl.dtBias[hd]) * dl.a[hd] // the decay gate g
 	}
-	conv := s.convolveQKV(il, mixed, T)
-	if s.ssm[il] == nil {
-		s.ssm[il] = make([]float32, Hv*Sd*Sd)
+	rec := &s.state[il].rec
+	if err := rec.alloc((d.ConvKernel-1)*C, Hv*Sd*Sd); err != nil {
+		return nil, err
 	}
+	conv := s.convolveQKV(il, mixed, T)
 	out := make([]float32, T*d.valueDim())
 	kd := d.keyDim()
 	m.work.forEach(Hv, 1, func(lo, hi int) {
 		scratch := make([]float32, Sd)
 		for hv := lo; hv < hi; hv++ {
 			kh := hv % d.KeyHeads // ggml_gated_delta_net pairs value head h with key head h mod H_k
-			state := s.ssm[il][hv*Sd*Sd : (hv+1)*Sd*Sd]
+			state := rec.ssm[hv*Sd*Sd : (hv+1)*Sd*Sd]
 			for t := range T {
 				row := conv[t*C : (t+1)*C]
 				q := row[kh*Sd : (kh+1)*Sd]
@@ -68,18 +69,16 @@ func (s *Session) deltaNet(il, T int) []float32 {
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 // convolveQKV runs a delta-net layer's convolution over its [q | k | v]
-// rows and L2-normalises each key head's queries and keys.
+// rows and L2-normalises each key head's queries and keys; deltaNet
+// allocated the state.
 func (s *Session) convolveQKV(il int, mixed []float32, T int) []float32 {
 	h, d := s.m.Hparams, s.m.Hparams.DeltaNet
 	C, K := d.convDim(), d.ConvKernel
-	if s.conv[il] == nil {
-		s.conv[il] = make([]float32, (K-1)*C)
-	}
-	out := convolve(s.conv[il], s.m.layers[il].delta.conv, mixed, C, K, T)
+	out := convolve(s.state[il].rec.conv, s.m.layers[il].delta.conv, mixed, C, K, T)
 	for t := range T {
 		o := out[t*C : (t+1)*C]
 		for kh := range 2 * d.KeyHeads {

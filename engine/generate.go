@@ -191,6 +191,11 @@ func (m *Model) Generate(ctx context.Context, prompt []int, o GenerateOptions) (
 	if err != nil {
 		return nil, err
 	}
+	defer s.Close()
+	// The whole generation's cache at once: what it will hold, exactly.
+	if err := s.Reserve(len(prompt) + o.MaxTokens); err != nil {
+		return nil, err
+	}
 	s.Trace = o.Trace
 	g := &Generation{StopReason: "length"}
 	tel := &g.Telemetry

@@ -15,14 +15,14 @@ import (
 // the delta rule with a decay per channel, each head's output
 // RMS-normalised and gated by σ(ssm_g·h). It returns T rows of heads ×
 // head dim for the output projection.
-func (s *Session) kda(il, T int) []float32 {
+func (s *Session) kda(il, T int) ([]float32, error) {
 	m, h, k := s.m, s.m.Hparams, s.m.Hparams.KDA
 	kl := m.layers[il].kda
 	H, Sd := k.Heads, k.HeadDim
 	inner := H * Sd
-	if s.conv[il] == nil {
-		s.conv[il] = make([]float32, 3*(k.ConvKernel-1)*inner)
-		s.ssm[il] = make([]float32, H*Sd*Sd)
+	rec := &s.state[il].rec
+	if err := rec.alloc(3*(k.ConvKernel-1)*inner, H*Sd*Sd); err != nil {
+		return nil, err
 	}
 	third := (k.ConvKernel - 1) * inner
 	qkv := make([][]float32, 3)
@@ -32,7 +32,7 @@ func (s *Session) kda(il, T int) []float32 {
 	}{{&kl.wq, kl.convQ}, {&kl.wk, kl.convK}, {&kl.wv, kl.convV}} {
 		x := make([]float32, T*inner)
 		m.work.mulMat(p.w, s.as.get(p.w.vt), x)
-		qkv[i] = convolve(s.conv[il][i*third:(i+1)*third], p.conv, x, inner, k.ConvKernel, T)
+		qkv[i] = convolve(rec.conv[i*third:(i+1)*third], p.conv, x, inner, k.ConvKernel, T)
 	}
 	for t := range T {
 		for hd := range H {
@@ -52,7 +52,7 @@ func (s *Session) kda(il, T int) []float32 {
 	m.work.forEach(H, 1, func(lo, hi int) {
 		scratch := make([]float32, 2*Sd)
 		for hd := lo; hd < hi; hd++ {
-			state := s.ssm[il][hd*Sd*Sd : (hd+1)*Sd*Sd]
+			state := rec.ssm[hd*Sd*Sd : (hd+1)*Sd*Sd]
 			for t := range T {
 				at := t*inner + hd*Sd
 				deltaStepKDA(state, qkv[0][at:at+Sd], qkv[1][at:at+Sd], qkv[2][at:at+Sd], g[at:at+Sd], beta[t*H+hd], out[at:at+Sd], scratch)
@@ -68,7 +68,7 @@ func (s *Session) kda(il, T int) []float32 {
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 // kdaDecay is the per-channel decay gate g of T tokens: f_b·(f_a·h) plus
@@ -187,7 +187,10 @@ func (s *Session) residualLayers(ctx context.Context, x, buf []float32, T int) e
 		for t := range T {
 			rmsNorm(buf[t*D:(t+1)*D], cur[t*D:(t+1)*D], L.attnNorm, h.RMSEps)
 		}
-		a := s.attnOut(il, buf, T)
+		a, err := s.attnOut(il, buf, T)
+		if err != nil {
+			return err
+		}
 		if banked {
 			copy(prefix, a)
 		} else {

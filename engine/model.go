@@ -33,6 +33,13 @@ type Options struct {
 	// Resident, if set, is a resident tier GGUF (gguftool resident-only)
 	// whose tensors replace the pack's or model's non-expert tensors.
 	Resident string
+	// CacheTypeK and CacheTypeV are the types sessions keep their keys
+	// and values in (F16 when not set, as llama.cpp's default).
+	CacheTypeK, CacheTypeV KVType
+	// BatchSize is the most positions one forward pass evaluates: longer
+	// prompts are evaluated in batches of it (llama.cpp's n_ubatch), which
+	// bounds the activations' memory. 0 means DefaultBatchSize.
+	BatchSize int
 }
 
 // Model is a loaded model: hyper-parameters, the non-expert weights in RAM,
@@ -63,13 +70,22 @@ type Model struct {
 	// ("" for a GGUF).
 	packDigest container.Digest
 	mem        arena // the weights held in RAM
+
+	kvK, kvV KVType // the sessions' cache types
+	batch    int    // the most positions per forward pass
 }
 
 // Open loads a model: a GGUF file or split set (every expert resident), or
 // a pack directory (experts streamed through the cache, or all resident
 // with Options.ResidentExperts).
 func Open(path string, o Options) (*Model, error) {
-	m := &Model{Path: path}
+	if o.BatchSize < 0 || o.BatchSize > MaxBatchSize {
+		return nil, fmt.Errorf("engine: a batch size of %d: want 1 to %d (0 for %d)", o.BatchSize, MaxBatchSize, DefaultBatchSize)
+	}
+	m := &Model{Path: path, kvK: o.CacheTypeK, kvV: o.CacheTypeV, batch: o.BatchSize}
+	if m.batch == 0 {
+		m.batch = DefaultBatchSize
+	}
 	m.work.n = o.Threads
 	if m.work.n <= 0 {
 		m.work.n = runtime.GOMAXPROCS(0)
@@ -79,6 +95,9 @@ func Open(path string, o Options) (*Model, error) {
 		err = m.openPack(path, o)
 	} else {
 		err = m.openGGUF(path, o)
+	}
+	if err == nil {
+		err = m.checkCacheTypes()
 	}
 	if err != nil {
 		m.Close()
@@ -226,6 +245,12 @@ func checkBlocks(h *Hparams, file string, names iter.Seq[string]) error {
 	}
 	return nil
 }
+
+// BatchSize is the most positions one forward pass evaluates.
+func (m *Model) BatchSize() int { return m.batch }
+
+// CacheTypes are the types sessions keep their keys and values in.
+func (m *Model) CacheTypes() (k, v KVType) { return m.kvK, m.kvV }
 
 // WeightBytes is the RAM the model's weights occupy: the resident
 // tensors, and every expert when they are all resident (the expert cache

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -10,10 +11,10 @@ import (
 // of evaluating them again (a shared system prompt, a chat's history).
 // It holds a copy, so the session it came from goes on unaffected.
 type Prefix struct {
-	tokens          []int
-	k, v, conv, ssm [][]float32
-	recurrent       bool // some layer keeps a recurrent state: only the whole prefix is reusable
-	bytes           int64
+	tokens    []int
+	state     []layerState // copies, outside the Go heap like a session's
+	recurrent bool         // some layer keeps a recurrent state: only the whole prefix is reusable
+	bytes     int64
 }
 
 // Prefix copies the session's state; tokens must be the tokens it has
@@ -22,21 +23,34 @@ func (s *Session) Prefix(tokens []int) (*Prefix, error) {
 	if len(tokens) != s.n {
 		return nil, fmt.Errorf("engine: a prefix of %d tokens from a session at position %d", len(tokens), s.n)
 	}
-	p := &Prefix{tokens: slices.Clone(tokens)}
-	clone := func(src [][]float32) [][]float32 {
-		out := make([][]float32, len(src))
-		for i, b := range src {
-			out[i] = slices.Clone(b)
-			p.bytes += 4 * int64(len(b))
+	p := &Prefix{tokens: slices.Clone(tokens), state: make([]layerState, len(s.state))}
+	for i := range s.state {
+		src, dst := &s.state[i], &p.state[i]
+		var err error
+		var errs [3]error
+		dst.k, errs[0] = src.k.clone(s.n)
+		dst.v, errs[1] = src.v.clone(s.n)
+		dst.rec, errs[2] = src.rec.clone()
+		if err = errors.Join(errs[:]...); err != nil {
+			p.Free()
+			return nil, err
 		}
-		return out
-	}
-	p.k, p.v, p.conv, p.ssm = clone(s.k), clone(s.v), clone(s.conv), clone(s.ssm)
-	for _, st := range s.ssm {
-		p.recurrent = p.recurrent || st != nil
+		p.recurrent = p.recurrent || dst.rec.mem != nil
+		p.bytes += dst.k.bytes() + dst.v.bytes() + dst.rec.bytes()
 	}
 	p.bytes += 8 * int64(len(tokens))
 	return p, nil
+}
+
+// Free returns the prefix's memory now rather than when it is no longer
+// reachable; it may not be resumed from afterwards.
+func (p *Prefix) Free() {
+	for i := range p.state {
+		st := &p.state[i]
+		st.k.free()
+		st.v.free()
+		st.rec.free()
+	}
 }
 
 // Tokens are the prefix's tokens (not to be changed).
@@ -71,7 +85,7 @@ func (m *Model) ResumeSession(p *Prefix, keep, ctxLen int) (*Session, error) {
 		return nil, fmt.Errorf("engine: resume %d positions of a prefix of %d", keep, len(p.tokens))
 	case p.recurrent && keep != len(p.tokens) && keep != 0:
 		return nil, fmt.Errorf("engine: a recurrent state resumes only whole: %d of %d positions", keep, len(p.tokens))
-	case len(p.k) != m.Hparams.Layers:
+	case len(p.state) != m.Hparams.Layers:
 		return nil, fmt.Errorf("engine: a prefix of another model")
 	}
 	s, err := m.NewSession(ctxLen)
@@ -84,15 +98,20 @@ func (m *Model) ResumeSession(p *Prefix, keep, ctxLen int) (*Session, error) {
 	if keep == 0 {
 		return s, nil
 	}
-	rows := func(b []float32) []float32 {
-		if b == nil {
-			return nil
+	for il := range s.state {
+		src, dst := &p.state[il], &s.state[il]
+		if src.k.typ != dst.k.typ || src.v.typ != dst.v.typ {
+			return nil, fmt.Errorf("engine: a prefix cached in %s/%s resumed into a session caching %s/%s", src.k.typ, src.v.typ, dst.k.typ, dst.v.typ)
 		}
-		return slices.Clone(b[:len(b)/len(p.tokens)*keep])
-	}
-	for il := range s.k {
-		s.k[il], s.v[il] = rows(p.k[il]), rows(p.v[il])
-		s.conv[il], s.ssm[il] = slices.Clone(p.conv[il]), slices.Clone(p.ssm[il])
+		var errs [3]error
+		dst.k, errs[0] = src.k.clone(keep)
+		dst.v, errs[1] = src.v.clone(keep)
+		dst.rec, errs[2] = src.rec.clone()
+		dst.k.limit, dst.v.limit = s.ctxLen, s.ctxLen
+		if err := errors.Join(errs[:]...); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
 	s.n = keep
 	return s, nil

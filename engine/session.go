@@ -11,21 +11,22 @@ import (
 	"github.com/gguftool/gguftool/trace"
 )
 
-// MaxBatch is the most positions one forward pass processes; longer
-// inputs are evaluated in batches of this size (llama.cpp's default
-// n_ubatch), which bounds the activation memory.
-const MaxBatch = 512
+// DefaultBatchSize is the most positions one forward pass evaluates
+// unless Options.BatchSize says otherwise: longer inputs are evaluated in
+// batches of it (llama.cpp's default n_ubatch), which bounds the
+// activations' memory. MaxBatchSize bounds Options.BatchSize.
+const (
+	DefaultBatchSize = 512
+	MaxBatchSize     = 8192
+)
 
-// Session is one sequence being evaluated: its KV cache (F32) and position.
+// Session is one sequence being evaluated: its position, and per layer
+// its KV cache (in the model's cache types) or recurrent state.
 type Session struct {
 	m      *Model
 	ctxLen int
-	k, v   [][]float32 // per layer: positions × kv dim
-	n      int         // positions evaluated
-	// The recurrent state of linear-attention layers, per layer (nil for
-	// full-attention layers): the convolution's last inputs and each
-	// head's state matrix. It replaces the KV cache in those layers.
-	conv, ssm [][]float32
+	n      int // positions evaluated
+	state  []layerState
 
 	// Trace, if set, is called once per position with that position's
 	// routing decisions, ordered by layer and rank, after the forward
@@ -84,8 +85,12 @@ func (m *Model) NewSession(ctxLen int) (*Session, error) {
 	if ctxLen > m.Hparams.Context {
 		return nil, fmt.Errorf("engine: a context of %d positions is longer than the model's %d", ctxLen, m.Hparams.Context)
 	}
-	L := m.Hparams.Layers
-	s := &Session{m: m, ctxLen: ctxLen, k: make([][]float32, L), v: make([][]float32, L), conv: make([][]float32, L), ssm: make([][]float32, L)}
+	s := &Session{m: m, ctxLen: ctxLen, state: make([]layerState, m.Hparams.Layers)}
+	for il := range s.state {
+		k, v := m.kvWidths(il)
+		s.state[il].k = newKVRows(m.kvK, k, ctxLen)
+		s.state[il].v = newKVRows(m.kvV, v, ctxLen)
+	}
 	s.scratch.use = s.runExpert
 	return s, nil
 }
@@ -125,16 +130,59 @@ func (s *Session) Eval(ctx context.Context, tokens []int, all bool) ([]float32, 
 	}
 	start := time.Now()
 	defer func() { s.stats.Forward += time.Since(start) }()
+	if err := s.grow(s.n+len(tokens), len(tokens) > 1); err != nil {
+		return nil, err
+	}
 	var out []float32
-	for lo := 0; lo < len(tokens); lo += MaxBatch {
-		hi := min(lo+MaxBatch, len(tokens))
-		logits, err := s.forward(ctx, tokens[lo:hi], all || hi == len(tokens), all)
+	B := s.m.batch
+	for lo := 0; lo < len(tokens); lo += B {
+		hi := min(lo+B, len(tokens))
+		logits, err := s.step(ctx, tokens[lo:hi], all || hi == len(tokens), all)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, logits...)
 	}
 	return out, nil
+}
+
+// Reserve makes room in the session's cache for n positions at once (at
+// most its context), so that evaluating up to them never grows it: a
+// caller that knows the prompt and the tokens it will generate reserves
+// exactly what they take.
+func (s *Session) Reserve(n int) error { return s.grow(min(n, s.ctxLen), true) }
+
+// grow makes room for n positions in every layer's cache: exactly n, or,
+// for a decoded token, by a quarter more than held.
+func (s *Session) grow(n int, exact bool) error {
+	for i := range s.state {
+		st := &s.state[i]
+		if st.k.width > 0 {
+			if err := st.k.reserve(n, exact); err != nil {
+				return err
+			}
+		}
+		if st.v.width > 0 {
+			if err := st.v.reserve(n, exact); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// step runs one forward pass as one step of the sequence: complete, or,
+// when it fails or is cancelled part way, undone (abortStep), so that the
+// session stays at its last complete position.
+func (s *Session) step(ctx context.Context, tokens []int, last, all bool) ([]float32, error) {
+	if err := s.beginStep(); err != nil {
+		return nil, err
+	}
+	logits, err := s.forward(ctx, tokens, last, all)
+	if err != nil {
+		s.abortStep()
+	}
+	return logits, err
 }
 
 // forward runs one batch; it returns logits for every position (all) or
@@ -165,17 +213,24 @@ func (s *Session) forward(ctx context.Context, tokens []int, last, all bool) ([]
 			return nil, err
 		}
 	}
+	var logits []float32
+	switch {
+	case all:
+		logits = s.outputRows(x, T)
+		if err := s.checkLogits(logits, s.n); err != nil {
+			return nil, err
+		}
+	case last:
+		logits = s.outputRows(x[(T-1)*D:T*D], 1)
+		if err := s.checkLogits(logits, s.n+T-1); err != nil {
+			return nil, err
+		}
+	}
+	// Only a complete step moves the position: abortStep undoes one that
+	// failed before here.
 	s.n += T
 	s.stats.Positions += T
-	if !last {
-		return nil, nil
-	}
-	if all {
-		logits := s.outputRows(x, T)
-		return logits, s.checkLogits(logits, s.n-T)
-	}
-	logits := s.outputRows(x[(T-1)*D:T*D], 1)
-	return logits, s.checkLogits(logits, s.n-1)
+	return logits, nil
 }
 
 // outputRows is the output head over n rows of final hidden state: the
@@ -247,7 +302,9 @@ func (s *Session) layers(ctx context.Context, x, buf []float32, T int) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		s.attention(il, x, buf, T)
+		if err := s.attention(il, x, buf, T); err != nil {
+			return err
+		}
 		if err := s.ffn(ctx, il, x, buf, T); err != nil {
 			return err
 		}

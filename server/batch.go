@@ -151,12 +151,22 @@ func (s *Server) countStep(items []engine.BatchItem, before uint64) {
 // session already holds.
 func (s *Server) session(j *job) (*engine.Session, int, error) {
 	ctxLen := len(j.prompt) + j.p.maxTokens
-	if p, keep := s.prefixes.find(j.prompt); keep > 0 {
-		sess, err := s.cfg.Model.ResumeSession(p, keep, ctxLen)
-		return sess, keep, err
+	var sess *engine.Session
+	var keep int
+	var err error
+	if p, n := s.prefixes.find(j.prompt); n > 0 {
+		sess, err = s.cfg.Model.ResumeSession(p, n, ctxLen)
+		keep = n
+	} else {
+		sess, err = s.cfg.Model.NewSession(ctxLen)
 	}
-	sess, err := s.cfg.Model.NewSession(ctxLen)
-	return sess, 0, err
+	if err == nil {
+		// The whole request's cache at once: exactly what it may hold.
+		if err = sess.Reserve(ctxLen); err != nil {
+			sess.Close()
+		}
+	}
+	return sess, keep, err
 }
 
 // keepPrefix saves the state of a sequence whose prompt was just
@@ -172,7 +182,7 @@ func (s *Server) keepPrefix(q *sequence) {
 
 // step lists each live sequence's rows for the next engine step: its last
 // token, or the next chunk of its prompt, decoding rows first, prompt
-// chunks while the step has room (engine.MaxBatch rows). A decoding
+// chunks while the step has room (the model's batch size). A decoding
 // sequence whose events fill its buffer but for the room its final event
 // needs is paused: left out until its client reads.
 func (s *Server) step(live []*sequence) ([]engine.BatchItem, []int) {
@@ -197,7 +207,7 @@ func (s *Server) step(live []*sequence) ([]engine.BatchItem, []int) {
 		rows++
 	}
 	for i, q := range live {
-		if n := min(len(q.j.prompt)-q.fed, s.cfg.PrefillChunk, engine.MaxBatch-rows); q.fed < len(q.j.prompt) && n > 0 {
+		if n := min(len(q.j.prompt)-q.fed, s.cfg.PrefillChunk, s.cfg.Model.BatchSize()-rows); q.fed < len(q.j.prompt) && n > 0 {
 			items = append(items, engine.BatchItem{Session: q.sess, Tokens: q.j.prompt[q.fed : q.fed+n]})
 			who = append(who, i)
 			q.fed += n
@@ -264,5 +274,8 @@ func (s *Server) end(q *sequence, ev event) {
 	}
 	s.metrics.generated(tel, s.cfg.Model.Experts().Stats())
 	s.queue.left()
+	// Its state lives outside the Go heap: freed now, not at some later
+	// collection.
+	q.sess.Close()
 	q.j.events <- ev
 }

@@ -38,14 +38,17 @@ func (c *prefixCache) find(prompt []int) (*engine.Prefix, int) {
 }
 
 // add keeps p, evicting the least recently used prefixes until it fits;
-// a prefix over the whole budget, or one already kept, is not added.
+// a prefix over the whole budget, or one already kept, is not added (and
+// freed).
 func (c *prefixCache) add(p *engine.Prefix) {
 	if p.Bytes() > c.budget {
+		p.Free()
 		return
 	}
 	for e := c.order.Front(); e != nil; e = e.Next() {
 		if slices.Equal(e.Value.(*engine.Prefix).Tokens(), p.Tokens()) {
 			c.order.MoveToFront(e)
+			p.Free()
 			return
 		}
 	}
@@ -53,6 +56,9 @@ func (c *prefixCache) add(p *engine.Prefix) {
 		old := c.order.Back()
 		c.used -= old.Value.(*engine.Prefix).Bytes()
 		c.order.Remove(old)
+		// Its state lives outside the Go heap, where no collection would
+		// notice it is gone: freed now.
+		old.Value.(*engine.Prefix).Free()
 	}
 	c.order.PushFront(p)
 	c.used += p.Bytes()

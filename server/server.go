@@ -41,7 +41,7 @@ type Config struct {
 	QueueSize int
 	// Parallel is how many sequences decode together, one engine step for
 	// all of them (0 means 1). PrefillChunk is the most prompt tokens a
-	// sequence feeds per step (0 means engine.MaxBatch).
+	// sequence feeds per step (0 means the model's batch size).
 	Parallel, PrefillChunk int
 	// PrefixCacheBytes bounds the states of recent prompts kept for
 	// requests that begin the same way (0: none kept).
@@ -140,8 +140,8 @@ func New(cfg Config) (*Server, error) {
 	switch {
 	case cfg.QueueSize < 0:
 		return nil, fmt.Errorf("server: QueueSize %d: must be at least 0", cfg.QueueSize)
-	case cfg.Parallel < 0 || cfg.Parallel > engine.MaxBatch:
-		return nil, fmt.Errorf("server: Parallel %d: must be in 0..%d", cfg.Parallel, engine.MaxBatch)
+	case cfg.Parallel < 0 || cfg.Parallel > m.BatchSize():
+		return nil, fmt.Errorf("server: Parallel %d: must be in 0..%d (the model's batch size)", cfg.Parallel, m.BatchSize())
 	case cfg.PrefillChunk < 0:
 		return nil, fmt.Errorf("server: PrefillChunk %d: must be at least 0", cfg.PrefillChunk)
 	case cfg.PrefixCacheBytes < 0:
@@ -181,7 +181,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Parallel = 1
 	}
 	if cfg.PrefillChunk == 0 {
-		cfg.PrefillChunk = engine.MaxBatch
+		cfg.PrefillChunk = m.BatchSize()
 	}
 	tmpl, err := pickTemplate(m.Meta, tok, cfg.ChatTemplate, cfg.ChatTemplateName)
 	if err != nil {

@@ -126,8 +126,8 @@ func loadTrace(t *testing.T, path string) *cachelab.Accesses {
 // its trace: the same policy code, driven in the engine's order of
 // lookups and insertions.
 func TestReplayAgreesWithEngine(t *testing.T) {
-	if cachelab.PrefillBatch != engine.MaxBatch {
-		t.Fatalf("cachelab.PrefillBatch %d, engine.MaxBatch %d", cachelab.PrefillBatch, engine.MaxBatch)
+	if cachelab.PrefillBatch != engine.DefaultBatchSize {
+		t.Fatalf("cachelab.PrefillBatch %d, engine.DefaultBatchSize %d", cachelab.PrefillBatch, engine.DefaultBatchSize)
 	}
 	pack := synthPack(t)
 	for _, policy := range engine.Policies {
