@@ -35,10 +35,16 @@ type Result struct {
 // Supported reports whether the engine runs the fixture's architecture.
 func Supported(s Spec) bool { return slices.Contains(engine.Archs, s.Arch) }
 
-// Check runs the engine on model (the fixture's model, or a pack of it)
-// and compares with the fixture: greedy ids exactly, every log-probability
-// within the fixture's tolerance.
+// Check runs the engine on model (the fixture's model, or a pack of it),
+// with the KV cache type the oracle ran with, and compares with the
+// fixture: greedy ids exactly, every log-probability within the fixture's
+// tolerance.
 func Check(ctx context.Context, f *Fixture, model string, o engine.Options) (*Result, error) {
+	kv, err := engine.ParseKVType(f.Oracle.KVCache)
+	if err != nil {
+		return nil, fmt.Errorf("golden: fixture %s: %w", f.Name, err)
+	}
+	o.CacheTypeK, o.CacheTypeV = kv, kv // the cache the oracle ran with
 	m, err := engine.Open(model, o)
 	if err != nil {
 		return nil, err

@@ -65,6 +65,17 @@ type Spec struct {
 	// Variant names a layout of the architecture (Variants) applied
 	// after the defaults and before the geometry overrides.
 	Variant string `json:"variant,omitempty"`
+	// KV is the KV cache type the oracle runs with and the engine is
+	// checked with: "" for f32, or f16 (llama.cpp's default).
+	KV string `json:"kv_cache,omitempty"`
+}
+
+// KVCache is the fixture's KV cache type.
+func (s Spec) KVCache() string {
+	if s.KV == "" {
+		return llamacpp.KVCache
+	}
+	return s.KV
 }
 
 // A variant is a layout of an architecture that a fixture covers: the
@@ -205,10 +216,11 @@ type Oracle struct {
 	Threads        int    `json:"threads"`
 }
 
-// CurrentOracle describes the oracle internal/llamacpp runs.
-func CurrentOracle() Oracle {
+// CurrentOracle describes the oracle internal/llamacpp runs, with KV
+// cache type kv.
+func CurrentOracle(kv string) Oracle {
 	return Oracle{Package: llamacpp.Package, LlamaCpp: llamacpp.LlamaCpp, CPUBackend: llamacpp.CPUBackend,
-		KVCache: llamacpp.KVCache, Threads: llamacpp.Threads}
+		KVCache: kv, Threads: llamacpp.Threads}
 }
 
 // Tolerance states how a reproduction is compared with the fixture.
@@ -309,6 +321,21 @@ var Fixtures = []Spec{
 	{Arch: "qwen3moe", Type: "f32", Quantize: "iq4_xs", Seed: 11, Embd: 256, Layers: 2, Heads: 4, HeadsKV: 2, HeadDim: 64, Experts: 8, ExpertFF: 256},
 	{Arch: "qwen3moe", Type: "f32", Quantize: "q3_k_m", Seed: 9, Embd: 256, Layers: 3, Heads: 4, HeadsKV: 2, HeadDim: 64, Experts: 8, ExpertFF: 256},
 	{Arch: "qwen3moe", Type: "q8_0", ExpertType: "mxfp4", Seed: 10},
+	// The KV cache in F16, llama.cpp's default and the engine's: every
+	// architecture, each attention layout (grouped-query with sinks and
+	// windows, latent attention absorbed and decompressed, linear
+	// attention beside full attention), with F32 weights so the cache's
+	// rounding is what is checked, and once with Q8_0 weights.
+	{Arch: "qwen3moe", Type: "f32", Seed: 1, KV: "f16"},
+	{Arch: "qwen3moe", Type: "q8_0", Seed: 2, KV: "f16"},
+	{Arch: "llama", Type: "f32", Seed: 1, KV: "f16"},
+	{Arch: "olmoe", Type: "f32", Seed: 1, KV: "f16"},
+	{Arch: "deepseek2", Type: "f32", Seed: 1, KV: "f16"},
+	{Arch: "deepseek2", Type: "f32", Seed: 3, Variant: "v2lite", KV: "f16"},
+	{Arch: "gpt-oss", Type: "f32", ExpertType: "mxfp4", Seed: 1, KV: "f16"},
+	{Arch: "glm4moe", Type: "f32", Seed: 1, KV: "f16"},
+	{Arch: "qwen35moe", Type: "f32", Seed: 1, KV: "f16"},
+	{Arch: "kimi-k3", Type: "f32", Seed: 1, KV: "f16"},
 }
 
 // Name is the fixture's file stem.
@@ -331,6 +358,9 @@ func (s Spec) Name() string {
 	}
 	if s.Variant != "" {
 		n += "-" + s.Variant
+	}
+	if s.KV != "" {
+		n += "-kv" + s.KV
 	}
 	return fmt.Sprintf("%s-seed%d", n, s.Seed)
 }
@@ -412,6 +442,7 @@ func filesSHA256(paths []string) (string, error) {
 
 // Record runs the oracle on a built model and returns the fixture.
 func Record(ctx context.Context, o *llamacpp.Oracle, s Spec, model, sum string) (*Fixture, error) {
+	o = o.WithKV(s.KVCache())
 	prompt := s.Prompt()
 	gen, err := o.Generate(ctx, model, prompt, GreedyTokens)
 	if err != nil {
@@ -424,7 +455,7 @@ func Record(ctx context.Context, o *llamacpp.Oracle, s Spec, model, sum string) 
 	}
 	f := &Fixture{
 		Schema: Schema, Name: s.Name(), Spec: s, Command: s.Command(s.Name() + ".gguf"), SHA256: sum,
-		Oracle: CurrentOracle(), Tolerance: s.Tolerance(),
+		Oracle: CurrentOracle(s.KVCache()), Tolerance: s.Tolerance(),
 		Prompt: prompt, Greedy: gen.Greedy, GreedyLogprobs: gen.Logprobs, TeacherForced: tf,
 	}
 	for i := range gen.Greedy {
@@ -432,17 +463,22 @@ func Record(ctx context.Context, o *llamacpp.Oracle, s Spec, model, sum string) 
 		f.GreedyMargins = append(f.GreedyMargins, top[0][1]-top[1][1])
 	}
 	if Supported(s) {
-		if f.RouterMargins, err = RouterMargins(ctx, model, seq); err != nil {
+		if f.RouterMargins, err = RouterMargins(ctx, model, seq, s.KVCache()); err != nil {
 			return nil, err
 		}
 	}
 	return f, nil
 }
 
-// RouterMargins evaluates seq with the engine and returns, per position,
-// the smallest router top-k margin over the layers.
-func RouterMargins(ctx context.Context, model string, seq []int) ([]float64, error) {
-	m, err := engine.Open(model, engine.Options{})
+// RouterMargins evaluates seq with the engine, its KV cache of type kv,
+// and returns, per position, the smallest router top-k margin over the
+// layers.
+func RouterMargins(ctx context.Context, model string, seq []int, kv string) ([]float64, error) {
+	t, err := engine.ParseKVType(kv)
+	if err != nil {
+		return nil, err
+	}
+	m, err := engine.Open(model, engine.Options{CacheTypeK: t, CacheTypeV: t})
 	if err != nil {
 		return nil, err
 	}
@@ -468,11 +504,21 @@ func RouterMargins(ctx context.Context, model string, seq []int) ([]float64, err
 // Tolerance is how closely the engine must reproduce the fixture, by
 // weight type; each Note says why.
 func (s Spec) Tolerance() Tolerance {
+	quantized := s.Quantize != "" || s.Type != "f32" || (s.ExpertType != "" && s.ExpertType != "f32")
 	switch {
+	case s.KV == "f16" && quantized:
+		return Tolerance{LogprobAbs: 0.25, MedianAbs: 1e-4, Note: "quantized weights, F16 KV cache: the engine rounds the " +
+			"queries and the attention weights to F16 where ggml does, so the quantized activations agree and the median " +
+			"position to ~1e-6 (~4e-5 with MXFP4 experts); isolated positions move by a quantization step, as without the cache"}
+	case s.KV == "f16":
+		return Tolerance{LogprobAbs: 5e-3, Note: "F32 weights, F16 KV cache: queries, keys, values and attention weights are " +
+			"rounded to F16 where ggml rounds them, but the queries and scores they are rounded from differ from llama.cpp's in " +
+			"their last float32 bits, and an F16 rounding then moves by a whole F16 step (5e-4 relative): expect a median of " +
+			"~2e-4 and isolated positions up to ~2e-3"}
 	case s.Type == "f16" || s.Type == "bf16":
 		return Tolerance{LogprobAbs: 2e-2, Note: "16-bit weights: ggml rounds activations to 16 bits before every product, " +
 			"and one-ulp differences flip those roundings; expect a 1e-3 to 1e-2 noise floor"}
-	case s.Quantize != "" || s.Type != "f32" || (s.ExpertType != "" && s.ExpertType != "f32"):
+	case quantized:
 		return Tolerance{LogprobAbs: 0.25, MedianAbs: 1e-5, Note: "quantized weights: activations are quantized to 127 or 255 " +
 			"levels (Q8_0/Q8_K) before every product exactly as ggml does, so the median position agrees to ~1e-6; but llama.cpp's " +
 			"own kernels (tinyBLAS, repacked GEMV, batched vs one-token) differ in the last bits, and where a value sits on a " +

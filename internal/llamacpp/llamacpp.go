@@ -24,7 +24,9 @@ const (
 	LlamaCpp   = "v0.4.0"
 	CPUBackend = "haswell" // one CPU variant everywhere, so AVX-512 hosts record the same numbers
 	Threads    = 2
-	KVCache    = "f32"
+	// KVCache is the KV cache type an Oracle runs with unless its KV
+	// says otherwise.
+	KVCache = "f32"
 )
 
 // ErrNotInstalled means the oracle has not been built; run
@@ -35,6 +37,25 @@ var ErrNotInstalled = errors.New("llamacpp: oracle not installed (run scripts/ll
 type Oracle struct {
 	Bin  string // the oracle binary
 	Bins string // directory of the llama.cpp shared libraries
+	// KV is the KV cache type of the contexts it makes: "f32" (KVCache,
+	// when empty) or "f16".
+	KV string
+}
+
+// WithKV is the oracle running its contexts with KV cache type kv ("" for
+// KVCache).
+func (o *Oracle) WithKV(kv string) *Oracle {
+	c := *o
+	c.KV = kv
+	return &c
+}
+
+// KVType is the KV cache type the oracle runs with.
+func (o *Oracle) KVType() string {
+	if o.KV == "" {
+		return KVCache
+	}
+	return o.KV
 }
 
 // Find locates the oracle in $GGUFTOOL_LLAMACPP_DIR, else in .cache/llamacpp
@@ -80,7 +101,7 @@ func moduleRoot() (string, error) {
 }
 
 func (o *Oracle) run(ctx context.Context, out any, model, mode string, args ...string) error {
-	full := append([]string{"--bins", o.Bins, "--cpu", CPUBackend, "--threads", strconv.Itoa(Threads), "--kv", KVCache, model, mode}, args...)
+	full := append([]string{"--bins", o.Bins, "--cpu", CPUBackend, "--threads", strconv.Itoa(Threads), "--kv", o.KVType(), model, mode}, args...)
 	return o.exec(ctx, out, mode+" "+model, full)
 }
 
