@@ -84,8 +84,8 @@ Examples:
 			}
 			// One sequence's prompt is evaluated in batches of MaxBatch;
 			// sequences decoded together are prefilled in one.
-			if o.Parallel < 1 || (o.Parallel > 1 && o.Parallel*o.PromptTokens > engine.MaxBatch) {
-				return cmdutil.FlagErrorf("bench decode: --parallel %d: want at least 1, with --parallel × --prompt-tokens at most %d", o.Parallel, engine.MaxBatch)
+			if o.Parallel < 1 || (o.Parallel > 1 && o.Parallel*o.PromptTokens > engine.DefaultBatchSize) {
+				return cmdutil.FlagErrorf("bench decode: --parallel %d: want at least 1, with --parallel × --prompt-tokens at most %d", o.Parallel, engine.DefaultBatchSize)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), o)
@@ -293,8 +293,8 @@ func measureLlamaCpp(ctx context.Context, o *BenchDecodeOptions, ref string, res
 		return err
 	}
 	bo := llamacpp.BenchOptions{PromptTokens: o.PromptTokens, Tokens: o.Tokens, Threads: res.Threads, Parallel: o.Parallel}
-	if o.PromptTokens > engine.MaxBatch {
-		bo.UBatch = engine.MaxBatch // as gguftool evaluates it; one batch of it all would need its square in scores
+	if o.PromptTokens > engine.DefaultBatchSize {
+		bo.UBatch = engine.DefaultBatchSize // as gguftool evaluates it; one batch of it all would need its square in scores
 	}
 	var pre, dec, load []float64
 	for r := range o.Runs {

@@ -113,7 +113,7 @@ func TestRunErrors(t *testing.T) {
 		{"longer than context", []string{"run", src, "--prompt-ids", "1,2,3", "-n", "8", "--ctx", "5"}, 1, "do not fit the context"},
 		{"bad policy", []string{"run", pack, "--prompt-ids", "1", "--cache-policy", "mru"}, 2, "--cache-policy"},
 		{"missing model", []string{"run", filepath.Join(dir, "none.gguf"), "--prompt-ids", "1"}, 5, "no such file"},
-		{"negative context", []string{"run", src, "--prompt-ids", "1", "--ctx", "-1"}, 2, "--ctx -1: must be ≥ 0"},
+		{"negative context", []string{"run", src, "--prompt-ids", "1", "--ctx-size", "-1"}, 2, "--ctx-size -1: must be ≥ 0"},
 		// A directory without pack.json is a path of the wrong kind: a usage error.
 		{"not a pack", []string{"run", dir, "--prompt-ids", "1"}, 2, "is a directory without pack.json, not a pack"},
 		{"unknown architecture", []string{"run", writeArch(t, dir), "--prompt-ids", "1"}, 1, "architecture"},

@@ -30,7 +30,6 @@ type RunOptions struct {
 	PromptIDs string
 	MaxTokens int
 	Sampler   engine.SamplerOptions
-	Context   int
 	IgnoreEOS bool
 	Trace     string
 	JSON      bool
@@ -62,8 +61,8 @@ zstd-compressed when FILE ends in .zst).
 
 Refused as usage errors (exit 2): neither or both of --prompt and
 --prompt-ids; a --prompt-ids list with an empty or non-numeric id ("1,,2");
-a negative -n or --ctx; a sampler setting out of range. A prompt and -n that
-do not fit --ctx or the model's context, or a token id outside the
+a negative -n or --ctx-size; a sampler setting out of range. A prompt and -n
+that do not fit --ctx-size or the model's context, or a token id outside the
 vocabulary, is exit 1; a model that does not exist exit 5; a corrupt one
 (or a corrupt expert record read while generating) exit 3.
 ` + runflags.Help + `
@@ -87,9 +86,6 @@ Examples:
 					return cmdutil.FlagErrorf("--prompt-ids: %v", err)
 				}
 			}
-			if opts.Context < 0 {
-				return cmdutil.FlagErrorf("--ctx %d: must be ≥ 0 (0 = prompt + -n)", opts.Context)
-			}
 			if err := opts.Sampler.Validate(); err != nil {
 				return cmdutil.FlagErrorf("%v", err)
 			}
@@ -107,7 +103,6 @@ Examples:
 	fl.IntVar(&opts.Sampler.TopK, "top-k", 0, "sample among the K most likely tokens; 0 = all")
 	fl.Float64Var(&opts.Sampler.TopP, "top-p", 1, "sample among the most likely tokens whose probability sums to P")
 	fl.Uint64Var(&opts.Sampler.Seed, "seed", 0, "random seed for sampling")
-	fl.IntVar(&opts.Context, "ctx", 0, "context length; 0 = prompt + -n")
 	fl.BoolVar(&opts.IgnoreEOS, "ignore-eos", false, "do not stop at end-of-generation tokens")
 	fl.StringVar(&opts.Trace, "trace", "", "record every routing decision to FILE (.zst: compressed)")
 	fl.BoolVar(&opts.JSON, "json", false, "print one JSON document with the tokens, text and telemetry")
@@ -200,7 +195,11 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		}
 		defer traceFile.Abort()
 	}
-	g := engine.GenerateOptions{MaxTokens: opts.MaxTokens, Sampler: opts.Sampler, Context: opts.Context}
+	ctxLen, err := opts.Flags.Context(m, 1, func(n string) { fmt.Fprintf(opts.IO.ErrOut, "note: %s\n", n) })
+	if err != nil {
+		return err
+	}
+	g := engine.GenerateOptions{MaxTokens: opts.MaxTokens, Sampler: opts.Sampler, Context: ctxLen}
 	if !opts.IgnoreEOS {
 		g.Stop = tok.EOG()
 	}

@@ -32,6 +32,13 @@ type Model struct {
 	ResidentExperts bool
 	ResidentTier    string
 	Prefetch        bool
+	// CtxSize is the positions a sequence may hold (0: the model's
+	// context, capped by the memory left; Context applies it).
+	CtxSize int
+	// CacheTypeK and CacheTypeV are the KV cache's types; BatchSize the
+	// most positions one forward pass evaluates.
+	CacheTypeK, CacheTypeV string
+	BatchSize              int
 	// Plan is a plan file (gguftool plan) whose choice fills in every
 	// flag of these not given on the command line.
 	Plan string
@@ -67,15 +74,27 @@ $GGUFTOOL_ variables). A plan made for another pack is refused.
 $GGUFTOOL_RESIDENT_TIERS, the current directory, the model's directory or
 the one above it; a tier made from another pack is refused.
 
+The KV cache keeps each sequence's keys and values in --cache-type-k and
+--cache-type-v: f16 (the default, as llama.cpp's), f32 (every bit of the
+forward pass's activations) or q8_0 (half of f16; needs heads of a
+multiple of 32 values). It grows with the positions a sequence holds, up
+to --ctx-size; 0 takes the model's training context, capped so that the
+sequences a command runs at once (serve --parallel) fit, each full, in
+the memory left after the model (said in one note when capped). A prompt
+is evaluated --batch-size positions per forward pass (default 512, as
+llama.cpp's n_ubatch), which bounds the activations' memory; the logits
+are the same bits whatever the batch size.
+
 Limits: --threads above the CPUs this process may use (GOMAXPROCS) is
 clamped to them. An expert cache larger than the pack's expert records, or
 than the memory available after the resident weights and a 512 MiB margin,
 is clamped to it, whether --expert-cache or --expert-cache-slots sized it;
 a size smaller than one expert record is rounded up to one record (only 0
 means no cache). Each adjustment is reported once on stderr as a note. A
-negative --threads or --expert-cache-slots, an unknown --io or
---cache-policy, or an --expert-cache that is not a size is a usage error
-(exit 2).
+negative --threads, --expert-cache-slots or --ctx-size, a --batch-size
+outside 1..8192, an unknown --io, --cache-policy or cache type, or an
+--expert-cache that is not a size is a usage error (exit 2); a q8_0 cache
+for a model whose heads are not whole blocks is exit 1, naming the size.
 `
 
 // Register adds the flags to cmd.
@@ -92,6 +111,14 @@ func (m *Model) Register(cmd *cobra.Command) {
 	fl.BoolVar(&m.Prefetch, "prefetch", false, "pack: read ahead the experts the next layer's router would pick from the current hidden state")
 	fl.StringVar(&m.ResidentTier, "resident-tier", "", "non-expert weights from a resident tier (gguftool resident-only): its label, manifest or GGUF")
 	fl.StringVar(&m.Plan, "plan", "", "pack: apply a plan (gguftool plan) to the flags not given")
+	ctxSize, _ := strconv.Atoi(cmdutil.EnvOr("CTX_SIZE", "0"))
+	fl.IntVarP(&m.CtxSize, "ctx-size", "c", ctxSize, "positions per sequence; 0 = the model's context, capped by the memory left ($GGUFTOOL_CTX_SIZE)")
+	fl.IntVar(&m.CtxSize, "ctx", ctxSize, "the same as --ctx-size")
+	_ = fl.MarkDeprecated("ctx", "use --ctx-size")
+	fl.StringVar(&m.CacheTypeK, "cache-type-k", cmdutil.EnvOr("CACHE_TYPE_K", "f16"), "KV cache type of the keys: f16, f32, q8_0 ($GGUFTOOL_CACHE_TYPE_K)")
+	fl.StringVar(&m.CacheTypeV, "cache-type-v", cmdutil.EnvOr("CACHE_TYPE_V", "f16"), "KV cache type of the values: f16, f32, q8_0 ($GGUFTOOL_CACHE_TYPE_V)")
+	batch, _ := strconv.Atoi(cmdutil.EnvOr("BATCH_SIZE", strconv.Itoa(engine.DefaultBatchSize)))
+	fl.IntVarP(&m.BatchSize, "batch-size", "b", batch, "positions per forward pass of a prompt ($GGUFTOOL_BATCH_SIZE)")
 	prev := cmd.PreRunE
 	cmd.PreRunE = func(c *cobra.Command, args []string) error {
 		if m.Plan != "" {
@@ -105,6 +132,9 @@ func (m *Model) Register(cmd *cobra.Command) {
 	}
 	_ = cmd.RegisterFlagCompletionFunc("cache-policy", cobra.FixedCompletions(engine.Policies, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("io", cobra.FixedCompletions(ioBackends, cobra.ShellCompDirectiveNoFileComp))
+	for _, name := range []string{"cache-type-k", "cache-type-v"} {
+		_ = cmd.RegisterFlagCompletionFunc(name, cobra.FixedCompletions([]string{"f16", "f32", "q8_0"}, cobra.ShellCompDirectiveNoFileComp))
+	}
 }
 
 // ioBackends are the values --io takes.
@@ -117,9 +147,21 @@ func (m *Model) Options() (engine.Options, error) {
 	if _, err := m.applyPlan(); err != nil {
 		return engine.Options{}, err
 	}
-	o := engine.Options{Threads: m.Threads, ResidentExperts: m.ResidentExperts, Resident: m.ResidentTier}
-	if m.Threads < 0 {
+	o := engine.Options{Threads: m.Threads, ResidentExperts: m.ResidentExperts, Resident: m.ResidentTier, BatchSize: m.BatchSize}
+	switch {
+	case m.Threads < 0:
 		return o, cmdutil.FlagErrorf("--threads %d: must be ≥ 0", m.Threads)
+	case m.CtxSize < 0:
+		return o, cmdutil.FlagErrorf("--ctx-size %d: must be ≥ 0 (0 = the model's context)", m.CtxSize)
+	case m.BatchSize < 1 || m.BatchSize > engine.MaxBatchSize:
+		return o, cmdutil.FlagErrorf("--batch-size %d: must be in 1..%d", m.BatchSize, engine.MaxBatchSize)
+	}
+	var err error
+	if o.CacheTypeK, err = engine.ParseKVType(m.CacheTypeK); err != nil {
+		return o, cmdutil.FlagErrorf("--cache-type-k: %v", err)
+	}
+	if o.CacheTypeV, err = engine.ParseKVType(m.CacheTypeV); err != nil {
+		return o, cmdutil.FlagErrorf("--cache-type-v: %v", err)
 	}
 	if cpus := runtime.GOMAXPROCS(0); o.Threads == 0 || o.Threads > cpus {
 		o.Threads = cpus
@@ -249,4 +291,21 @@ func DescribeCache(s engine.SourceStats) string {
 	}
 	return fmt.Sprintf("expert cache: %d slots × %s = %s, policy %s", s.CacheSlots, iostreams.HumanBytes(s.RecordSize),
 		iostreams.HumanBytes(s.CacheBytes), s.Policy)
+}
+
+// Context is the positions each of sequences sequences may hold: --ctx-size,
+// or the model's context capped by the memory left (said once through
+// note). A --ctx-size beyond the model's context is refused.
+func (m *Model) Context(em *engine.Model, sequences int, note func(string)) (int, error) {
+	if m.CtxSize > em.Hparams.Context {
+		return 0, fmt.Errorf("--ctx-size %d is longer than the model's context of %d positions", m.CtxSize, em.Hparams.Context)
+	}
+	if m.CtxSize > 0 {
+		return m.CtxSize, nil
+	}
+	ctx, why := em.DefaultContext(sequences)
+	if why != "" {
+		note(why)
+	}
+	return ctx, nil
 }

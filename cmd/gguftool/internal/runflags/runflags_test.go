@@ -31,7 +31,12 @@ func parse(t *testing.T, argv string) (Model, error) {
 
 func TestRegister(t *testing.T) {
 	cmdtest.UnsetEnv(t)
-	defaults := Model{ExpertCache: "auto", Policy: "lru", IO: "auto"}
+	defaults := Model{ExpertCache: "auto", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512}
+	kv := func(k, v string, batch, ctx int) Model {
+		m := defaults
+		m.CacheTypeK, m.CacheTypeV, m.BatchSize, m.CtxSize = k, v, batch, ctx
+		return m
+	}
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -42,18 +47,25 @@ func TestRegister(t *testing.T) {
 		{
 			name: "every flag",
 			args: "-t 4 --expert-cache 2GiB --expert-cache-slots 8 --cache-policy lfu --io pread --buffered --resident-experts --resident-tier q4_k_m --prefetch",
-			want: Model{Threads: 4, ExpertCache: "2GiB", ExpertSlots: 8, Policy: "lfu", IO: "pread", Buffered: true, ResidentExperts: true, ResidentTier: "q4_k_m", Prefetch: true},
+			want: Model{Threads: 4, ExpertCache: "2GiB", ExpertSlots: 8, Policy: "lfu", IO: "pread", Buffered: true, ResidentExperts: true, ResidentTier: "q4_k_m", Prefetch: true, CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512},
 		},
 		{
 			name: "environment overrides the defaults",
 			env:  map[string]string{"GGUFTOOL_THREADS": "3", "GGUFTOOL_EXPERT_CACHE": "500M", "GGUFTOOL_CACHE_POLICY": "lfru", "GGUFTOOL_IO": "uring"},
-			want: Model{Threads: 3, ExpertCache: "500M", Policy: "lfru", IO: "uring"},
+			want: Model{Threads: 3, ExpertCache: "500M", Policy: "lfru", IO: "uring", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512},
+		},
+		{name: "the KV cache, the batch and the context", args: "--cache-type-k q8_0 --cache-type-v f32 -b 128 -c 4096", want: kv("q8_0", "f32", 128, 4096)},
+		{name: "--ctx is --ctx-size", args: "--ctx 2048", want: kv("f16", "f16", 512, 2048)},
+		{
+			name: "the KV cache from the environment",
+			env:  map[string]string{"GGUFTOOL_CACHE_TYPE_K": "f32", "GGUFTOOL_CACHE_TYPE_V": "q8_0", "GGUFTOOL_BATCH_SIZE": "64", "GGUFTOOL_CTX_SIZE": "100"},
+			want: kv("f32", "q8_0", 64, 100),
 		},
 		{
 			name: "flags override the environment",
 			env:  map[string]string{"GGUFTOOL_THREADS": "3", "GGUFTOOL_EXPERT_CACHE": "500M"},
 			args: "--threads 6 --expert-cache 0",
-			want: Model{Threads: 6, ExpertCache: "0", Policy: "lru", IO: "auto"},
+			want: Model{Threads: 6, ExpertCache: "0", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512},
 		},
 	}
 	for _, tt := range tests {
@@ -80,17 +92,24 @@ func TestOptions(t *testing.T) {
 		want    engine.Options
 		wantErr string
 	}{
-		{name: "defaults: all cores, an automatic cache", want: engine.Options{Threads: runtime.GOMAXPROCS(0),
+		{name: "defaults: all cores, an automatic cache", want: engine.Options{Threads: runtime.GOMAXPROCS(0), CacheTypeK: engine.KVF16, CacheTypeV: engine.KVF16, BatchSize: 512,
 			Cache: engine.CacheOptions{Policy: "lru", Backend: ioengine.Auto, Auto: true}}},
-		{name: "threads beyond the CPUs: clamped", args: "-t 100000", want: engine.Options{Threads: runtime.GOMAXPROCS(0),
+		{name: "threads beyond the CPUs: clamped", args: "-t 100000", want: engine.Options{Threads: runtime.GOMAXPROCS(0), CacheTypeK: engine.KVF16, CacheTypeV: engine.KVF16, BatchSize: 512,
 			Cache: engine.CacheOptions{Policy: "lru", Backend: ioengine.Auto, Auto: true}}},
 		{name: "cache size with a suffix", args: "-t 2 --expert-cache 1.5GiB --io pread --buffered",
-			want: engine.Options{Threads: min(2, runtime.GOMAXPROCS(0)), Cache: engine.CacheOptions{Policy: "lru", Backend: ioengine.Pread, Buffered: true, Bytes: 3 << 29}}},
+			want: engine.Options{Threads: min(2, runtime.GOMAXPROCS(0)), CacheTypeK: engine.KVF16, CacheTypeV: engine.KVF16, BatchSize: 512, Cache: engine.CacheOptions{Policy: "lru", Backend: ioengine.Pread, Buffered: true, Bytes: 3 << 29}}},
 		{name: "slots override the size", args: "-t 1 --expert-cache 2G --expert-cache-slots 3 --cache-policy LFU",
-			want: engine.Options{Threads: 1, Cache: engine.CacheOptions{Policy: "LFU", Backend: ioengine.Auto, Slots: 3}}},
+			want: engine.Options{Threads: 1, CacheTypeK: engine.KVF16, CacheTypeV: engine.KVF16, BatchSize: 512, Cache: engine.CacheOptions{Policy: "LFU", Backend: ioengine.Auto, Slots: 3}}},
 		{name: "resident", args: "-t 1 --resident-experts --resident-tier q8_0",
-			want: engine.Options{Threads: 1, ResidentExperts: true, Resident: "q8_0", Cache: engine.CacheOptions{Policy: "lru", Backend: ioengine.Auto, Auto: true}}},
+			want: engine.Options{Threads: 1, CacheTypeK: engine.KVF16, CacheTypeV: engine.KVF16, BatchSize: 512, ResidentExperts: true, Resident: "q8_0", Cache: engine.CacheOptions{Policy: "lru", Backend: ioengine.Auto, Auto: true}}},
+		{name: "cache types and a batch size", args: "-t 1 --cache-type-k F32 --cache-type-v q8_0 --batch-size 2048",
+			want: engine.Options{Threads: 1, CacheTypeK: engine.KVF32, CacheTypeV: engine.KVQ8_0, BatchSize: 2048, Cache: engine.CacheOptions{Policy: "lru", Backend: ioengine.Auto, Auto: true}}},
 		{name: "negative threads", args: "-t -1", wantErr: "--threads -1"},
+		{name: "negative context", args: "--ctx-size -1", wantErr: "--ctx-size -1: must be ≥ 0"},
+		{name: "batch size 0", args: "-b 0", wantErr: "--batch-size 0: must be in 1..8192"},
+		{name: "batch size too big", args: "-b 8193", wantErr: "--batch-size 8193"},
+		{name: "unknown cache type", args: "--cache-type-k q4_0", wantErr: `--cache-type-k: engine: KV cache type "q4_0": want f32, f16 or q8_0`},
+		{name: "unknown value cache type", args: "--cache-type-v bf16", wantErr: "--cache-type-v"},
 		{name: "unknown backend", args: "--io spdk", wantErr: "--io"},
 		{name: "unknown policy", args: "--cache-policy fifo", wantErr: `--cache-policy "fifo"`},
 		{name: "negative slots", args: "--expert-cache-slots -2", wantErr: "--expert-cache-slots -2"},
@@ -192,13 +211,13 @@ func TestPlanFillsUnsetFlags(t *testing.T) {
 		return got, err
 	}
 	got, err := options("--plan " + path)
-	want := engine.Options{Threads: 1, Resident: "/t/q8_0.resident.json",
+	want := engine.Options{Threads: 1, Resident: "/t/q8_0.resident.json", CacheTypeK: engine.KVF16, CacheTypeV: engine.KVF16, BatchSize: 512,
 		Cache: engine.CacheOptions{Policy: "lfru", Backend: ioengine.Auto, Bytes: 3 << 20, Prefetch: true}}
 	if err != nil || !cmp.Equal(got, want) {
 		t.Errorf("plan alone: %v\n%s", err, cmp.Diff(want, got))
 	}
 	got, err = options("--plan " + path + " --expert-cache-slots 5 --cache-policy lru --prefetch=false --resident-tier q4_k_m -t 1")
-	want = engine.Options{Threads: 1, Resident: "q4_k_m", Cache: engine.CacheOptions{Policy: "lru", Backend: ioengine.Auto, Slots: 5}}
+	want = engine.Options{Threads: 1, Resident: "q4_k_m", CacheTypeK: engine.KVF16, CacheTypeV: engine.KVF16, BatchSize: 512, Cache: engine.CacheOptions{Policy: "lru", Backend: ioengine.Auto, Slots: 5}}
 	if err != nil || !cmp.Equal(got, want) {
 		t.Errorf("flags over the plan: %v\n%s", err, cmp.Diff(want, got))
 	}

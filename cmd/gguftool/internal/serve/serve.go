@@ -19,6 +19,7 @@ import (
 	"github.com/gguftool/gguftool/chattmpl"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/runflags"
+	"github.com/gguftool/gguftool/engine"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/server"
 	"github.com/gguftool/gguftool/tiers"
@@ -43,7 +44,6 @@ type ServeOptions struct {
 	MaxBody                                                   int64
 	MaxTokens                                                 int
 	DefaultMaxTokens                                          int
-	Context                                                   int
 	Grace                                                     time.Duration
 	LogFormat                                                 string
 	Config                                                    string
@@ -120,8 +120,9 @@ an idle keep-alive connection is closed after --idle-timeout; past
 
 A request without max_tokens gets --default-max-tokens. serve refuses to
 start (exit code 2) when that is over --max-tokens or leaves no room for a
-prompt in the context (--ctx, else the model's), rather than answer every
-such request with 400.
+prompt in the context (--ctx-size, else the model's, capped so that
+--parallel requests fit in memory), rather than answer every such request
+with 400.
 
 The server listens on loopback unless --addr says otherwise; any other
 address requires --api-key (or $GGUFTOOL_API_KEY), which clients then send
@@ -145,10 +146,10 @@ without an API key, --queue below 0, --parallel outside 1..512,
 --read-timeout, --write-timeout or --idle-timeout not positive,
 --max-connections below 1, --shutdown-grace negative, --max-body under
 1KiB, --max-tokens or --default-max-tokens below 1, --default-max-tokens over --max-tokens,
---ctx below 0 or equal to 1, --log-format other than text or json,
+--ctx-size below 0 or equal to 1, --log-format other than text or json,
 --chat-template not a readable file, and
 a malformed model flag below (--threads, --expert-cache, --cache-policy,
---io, --expert-cache-slots). Once the model is open (exit code 2): --ctx over the model's context,
+--io, --expert-cache-slots, --cache-type-k/v, --batch-size). Once the model is open (exit code 2): --ctx-size over the model's context,
 --default-max-tokens not below the context, a chat template it cannot
 evaluate. MODEL missing: exit code 5;
 malformed: exit code 3; leased away by a migration in progress: exit code
@@ -188,7 +189,6 @@ Examples:
 	fl.Var(cmdutil.SizeValue{N: &o.MaxBody}, "max-body", "largest request body, at least 1KiB (default 1MiB)")
 	fl.IntVar(&o.MaxTokens, "max-tokens", 4096, "largest max_tokens a request may ask for")
 	fl.IntVar(&o.DefaultMaxTokens, "default-max-tokens", 256, "max_tokens when a request does not say: at most --max-tokens, and below the context")
-	fl.IntVar(&o.Context, "ctx", 0, "context length per request, at most the model's; 0 = the model's")
 	fl.DurationVar(&o.Grace, "shutdown-grace", 30*time.Second, "how long requests in flight may finish after SIGTERM (≥ 0; 0 cancels them at once)")
 	fl.StringVar(&o.LogFormat, "log-format", "text", "request log format: text or json")
 	fl.StringVar(&o.ChatTemplate, "chat-template", "", "render chat requests with this Jinja template FILE instead of the model's tokenizer.chat_template")
@@ -244,8 +244,8 @@ func (o *ServeOptions) validate() error {
 		return cmdutil.FlagErrorf("--default-max-tokens %d: must be at least 1", o.DefaultMaxTokens)
 	case o.DefaultMaxTokens > o.MaxTokens:
 		return cmdutil.FlagErrorf("--default-max-tokens %d: more than --max-tokens %d; lower it or raise --max-tokens", o.DefaultMaxTokens, o.MaxTokens)
-	case o.Context < 0 || o.Context == 1:
-		return cmdutil.FlagErrorf("--ctx %d: must be 0 (the model's) or at least 2", o.Context)
+	case o.Flags.CtxSize == 1:
+		return cmdutil.FlagErrorf("--ctx-size 1: must be 0 (the model's) or at least 2")
 	case o.LogFormat != "text" && o.LogFormat != "json":
 		return cmdutil.FlagErrorf("--log-format %q: want text or json", o.LogFormat)
 	}
@@ -343,7 +343,7 @@ func ServeRun(ctx context.Context, o *ServeOptions) error {
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(o.Model), ".gguf")
 	}
-	ctxLen, err := requestContext(o, m.Hparams.Context)
+	ctxLen, err := requestContext(o, m, func(n string) { log.Info("note", "note", n) })
 	if err != nil {
 		return err
 	}
@@ -385,17 +385,20 @@ func ServeRun(ctx context.Context, o *ServeOptions) error {
 	return nil
 }
 
-// requestContext is the context each request gets: --ctx, else the
-// model's. It refuses a --default-max-tokens that leaves no room in it
-// for a prompt: every request without max_tokens would be refused.
-func requestContext(o *ServeOptions, model int) (int, error) {
-	n, which := o.Context, "--ctx"
-	if n == 0 {
-		n, which = model, "the model's context"
+// requestContext is the context each request gets: --ctx-size, else the
+// model's, capped so that --parallel requests fit, each full, in the
+// memory left (said through note). It refuses a --default-max-tokens
+// that leaves no room in it for a prompt: every request without
+// max_tokens would be refused.
+func requestContext(o *ServeOptions, m *engine.Model, note func(string)) (int, error) {
+	which := "--ctx-size"
+	if o.Flags.CtxSize == 0 {
+		which = "the model's context, or what the memory allows"
 	}
+	n, err := o.Flags.Context(m, max(o.Parallel, 1), note)
 	switch {
-	case n > model:
-		return 0, cmdutil.FlagErrorf("--ctx %d: more than the model's context of %d", n, model)
+	case err != nil:
+		return 0, cmdutil.FlagErrorf("%v", err)
 	case o.DefaultMaxTokens >= n:
 		return 0, cmdutil.FlagErrorf("--default-max-tokens %d: must be below the context of %d (%s), to leave room for a prompt",
 			o.DefaultMaxTokens, n, which)

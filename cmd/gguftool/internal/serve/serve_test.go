@@ -21,7 +21,7 @@ import (
 func TestNewCmdServe(t *testing.T) {
 	defaults := ServeOptions{Addr: "127.0.0.1:8080", Queue: 16, Parallel: 8, PrefillChunk: 64, PrefixCache: 256 << 20, RequestTimeout: 10 * time.Minute, MaxBody: 1 << 20, MaxTokens: 4096,
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxConnections: 512,
-		DefaultMaxTokens: 256, Grace: 30 * time.Second, LogFormat: "text", Flags: runflags.Model{ExpertCache: "auto", Policy: "lru", IO: "auto"}}
+		DefaultMaxTokens: 256, Grace: 30 * time.Second, LogFormat: "text", Flags: runflags.Model{ExpertCache: "auto", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512}}
 	with := func(edit func(*ServeOptions)) ServeOptions {
 		o := defaults
 		edit(&o)
@@ -32,11 +32,11 @@ func TestNewCmdServe(t *testing.T) {
 		{
 			Name: "every flag",
 			Args: "m.pack --addr 0.0.0.0:9000 --api-key k --model-name qwen --queue 4 --parallel 3 --prefill-chunk 16 --prefix-cache 0 --request-timeout 30s --max-body 64KiB " +
-				"--max-tokens 512 --default-max-tokens 64 --ctx 2048 --shutdown-grace 5s --log-format json --config tiers.json --expert-cache-slots 2 " +
+				"--max-tokens 512 --default-max-tokens 64 --ctx-size 2048 --shutdown-grace 5s --log-format json --config tiers.json --expert-cache-slots 2 " +
 				"--read-header-timeout 2s --read-timeout 3s --write-timeout 4s --idle-timeout 5s --max-connections 64",
 			Want: with(func(o *ServeOptions) {
 				o.Model, o.Addr, o.APIKey, o.ModelName, o.Queue, o.RequestTimeout, o.MaxBody = "m.pack", "0.0.0.0:9000", "k", "qwen", 4, 30*time.Second, 64<<10
-				o.MaxTokens, o.DefaultMaxTokens, o.Context, o.Grace, o.LogFormat, o.Config = 512, 64, 2048, 5*time.Second, "json", "tiers.json"
+				o.MaxTokens, o.DefaultMaxTokens, o.Flags.CtxSize, o.Grace, o.LogFormat, o.Config = 512, 64, 2048, 5*time.Second, "json", "tiers.json"
 				o.Flags.ExpertSlots = 2
 				o.Parallel, o.PrefillChunk, o.PrefixCache = 3, 16, 0
 				o.ReadHeaderTimeout, o.ReadTimeout, o.WriteTimeout, o.IdleTimeout, o.MaxConnections = 2*time.Second, 3*time.Second, 4*time.Second, 5*time.Second, 64
@@ -88,8 +88,7 @@ func TestNewCmdServe(t *testing.T) {
 		{Name: "default max tokens zero", Args: "m.pack --default-max-tokens 0", WantErr: "--default-max-tokens 0: must be at least 1"},
 		{Name: "default max tokens over max tokens", Args: "m.pack --default-max-tokens 99999",
 			WantErr: "--default-max-tokens 99999: more than --max-tokens 4096"},
-		{Name: "negative context", Args: "m.pack --ctx -1", WantErr: "--ctx -1: must be 0 (the model's) or at least 2"},
-		{Name: "context of one", Args: "m.pack --ctx 1", WantErr: "--ctx 1: must be 0 (the model's) or at least 2"},
+		{Name: "context of one", Args: "m.pack --ctx-size 1", WantErr: "--ctx-size 1: must be 0 (the model's) or at least 2"},
 		{Name: "unknown log format", Args: "m.pack --log-format xml", WantErr: `--log-format "xml"`},
 		{Name: "chat template file", Args: "m.pack --chat-template serve.go",
 			Want: with(func(o *ServeOptions) { o.Model, o.ChatTemplate = "m.pack", "serve.go" })},
@@ -114,9 +113,9 @@ func TestServeRunContext(t *testing.T) {
 		wantErr                   string // "": the server starts
 	}{
 		{"within the model's context", 0, 4096, 256, ""},
-		{"default fills the model's context", 0, 99999, c.Context, fmt.Sprintf("--default-max-tokens %d: must be below the context of %d (the model's context)", c.Context, c.Context)},
-		{"default fills --ctx", 64, 4096, 64, "--default-max-tokens 64: must be below the context of 64 (--ctx)"},
-		{"--ctx over the model's", c.Context + 1, 4096, 256, fmt.Sprintf("--ctx %d: more than the model's context of %d", c.Context+1, c.Context)},
+		{"default fills the model's context", 0, 99999, c.Context, fmt.Sprintf("--default-max-tokens %d: must be below the context of %d (the model's context", c.Context, c.Context)},
+		{"default fills --ctx-size", 64, 4096, 64, "--default-max-tokens 64: must be below the context of 64 (--ctx-size)"},
+		{"--ctx-size over the model's", c.Context + 1, 4096, 256, fmt.Sprintf("--ctx-size %d is longer than the model's context of %d", c.Context+1, c.Context)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ios, _, _ := iostreams.Test()
@@ -124,8 +123,8 @@ func TestServeRunContext(t *testing.T) {
 			defer cancel()
 			started := false
 			o := &ServeOptions{IO: ios, Model: model, Addr: "127.0.0.1:0", Queue: 1, RequestTimeout: time.Minute, MaxBody: 1 << 20,
-				MaxTokens: tc.maxTokens, DefaultMaxTokens: tc.defaultMT, Context: tc.ctx, Grace: time.Second, LogFormat: "text",
-				Flags: runflags.Model{ExpertCache: "auto", Policy: "lru", IO: "auto"},
+				MaxTokens: tc.maxTokens, DefaultMaxTokens: tc.defaultMT, Grace: time.Second, LogFormat: "text",
+				Flags: runflags.Model{ExpertCache: "auto", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, CtxSize: tc.ctx},
 				Ready: func(string) { started = true; cancel() }}
 			err := ServeRun(ctx, o)
 			switch {
@@ -174,7 +173,7 @@ func TestServeRunChatTemplate(t *testing.T) {
 		started := false
 		o := &ServeOptions{IO: ios, Model: model, Addr: "127.0.0.1:0", Queue: 1, RequestTimeout: time.Minute, MaxBody: 1 << 20,
 			MaxTokens: 4096, DefaultMaxTokens: 256, Grace: time.Second, LogFormat: "text", ChatTemplate: tc.file,
-			Flags: runflags.Model{ExpertCache: "auto", Policy: "lru", IO: "auto"},
+			Flags: runflags.Model{ExpertCache: "auto", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512},
 			Ready: func(string) { started = true; cancel() }}
 		err := ServeRun(ctx, o)
 		cancel()
