@@ -72,7 +72,7 @@ var SameLayer = map[string][]string{
 
 // TestOnly lists packages that only tests may import: support code that
 // must not end up in the binary.
-var TestOnly = []string{"cmd/gguftool/internal/cmdutil/cmdtest", "internal/s3test"}
+var TestOnly = []string{"cmd/gguftool/internal/cmdutil/cmdtest", "internal/s3test", "internal/fixturetest"}
 
 // Layer returns the layer and the matched prefix of a module package.
 func Layer(pkg string) (int, string, bool) {
