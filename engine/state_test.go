@@ -162,8 +162,9 @@ func (c *cancelAt) Fetch(ctx context.Context, layer int, experts []int, use func
 // every architecture — with its attention's keys and values written or its
 // recurrent state advanced — and then evaluates the same tokens again:
 // the logits, and those of the steps after, are the bits of a session
-// that was never interrupted, alone and in a batch. The step reports the
-// cancellation and leaves the position where it was.
+// that was never interrupted, alone and in a batch. So does a step
+// cancelled as any layer begins, dense layers included. The step reports
+// the cancellation and leaves the position where it was.
 func TestCancelledStepLeavesNoTrace(t *testing.T) {
 	prompt, next := randomPrompt(3, 9), []int{17, 4, 99}
 	for _, l := range stateLayouts() {
@@ -213,8 +214,37 @@ func TestCancelledStepLeavesNoTrace(t *testing.T) {
 			if hits == 0 {
 				t.Fatal("no layer was cancelled: the test tested nothing")
 			}
+			// Cancelled as each layer begins, dense layers included.
+			for n := 1; ; n++ {
+				s, _ := m.NewSession(32)
+				run(s, prompt)
+				ctx := &countdown{Context: context.Background(), left: n}
+				if _, err := s.Eval(ctx, next[:1], false); err == nil {
+					if n <= m.Hparams.Layers {
+						t.Fatalf("a step asked for its context's error %d times and was not cancelled", n)
+					}
+					break
+				} else if !errors.Is(err, context.Canceled) || s.Pos() != len(prompt) {
+					t.Fatalf("cancelled at check %d: %v at position %d", n, err, s.Pos())
+				}
+				sameBits(t, fmt.Sprintf("cancelled at check %d, then again", n), run(s, next[:1]), want[1])
+			}
 		})
 	}
+}
+
+// countdown is a context that reports itself cancelled from the n-th
+// time its Err is asked: the forward pass asks at each layer's start.
+type countdown struct {
+	context.Context
+	left int
+}
+
+func (c *countdown) Err() error {
+	if c.left--; c.left <= 0 {
+		return context.Canceled
+	}
+	return nil
 }
 
 // TestKVCacheTypesAgree: an F16 cache stays close to F32's (its rounding,
