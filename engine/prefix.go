@@ -11,6 +11,12 @@ import (
 // of evaluating them again (a shared system prompt, a chat's history).
 // It holds a copy, so the session it came from goes on unaffected.
 type Prefix struct {
+	// model made the state. Its weights (with the resident tier chosen at
+	// Open), not its shape, decide every key, value and recurrent state,
+	// and neither its metadata digest nor its layer count tells two
+	// models of one shape apart: a prefix resumes only in the model that
+	// made it.
+	model     *Model
 	tokens    []int
 	state     []layerState // copies, outside the Go heap like a session's
 	recurrent bool         // some layer keeps a recurrent state: only the whole prefix is reusable
@@ -23,7 +29,7 @@ func (s *Session) Prefix(tokens []int) (*Prefix, error) {
 	if len(tokens) != s.n {
 		return nil, fmt.Errorf("engine: a prefix of %d tokens from a session at position %d", len(tokens), s.n)
 	}
-	p := &Prefix{tokens: slices.Clone(tokens), state: make([]layerState, len(s.state))}
+	p := &Prefix{model: s.m, tokens: slices.Clone(tokens), state: make([]layerState, len(s.state))}
 	for i := range s.state {
 		src, dst := &s.state[i], &p.state[i]
 		var err error
@@ -81,12 +87,12 @@ func (p *Prefix) Reusable(prompt []int) int {
 // them: keep must be at most p.Reusable of the prompt it will continue.
 func (m *Model) ResumeSession(p *Prefix, keep, ctxLen int) (*Session, error) {
 	switch {
+	case p.model != m:
+		return nil, otherModelError(p.model, m)
 	case keep < 0 || keep > len(p.tokens):
 		return nil, fmt.Errorf("engine: resume %d positions of a prefix of %d", keep, len(p.tokens))
 	case p.recurrent && keep != len(p.tokens) && keep != 0:
 		return nil, fmt.Errorf("engine: a recurrent state resumes only whole: %d of %d positions", keep, len(p.tokens))
-	case len(p.state) != m.Hparams.Layers:
-		return nil, fmt.Errorf("engine: a prefix of another model")
 	}
 	s, err := m.NewSession(ctxLen)
 	if err != nil {
@@ -115,4 +121,18 @@ func (m *Model) ResumeSession(p *Prefix, keep, ctxLen int) (*Session, error) {
 	}
 	s.n = keep
 	return s, nil
+}
+
+// otherModelError refuses a prefix that another model made, naming both.
+func otherModelError(made, m *Model) error {
+	var how string
+	switch {
+	case made == nil:
+		how = "no session" // a zero Prefix
+	case made.Path == m.Path:
+		how = m.Path + " opened separately"
+	default:
+		how = "another model, " + made.Path
+	}
+	return fmt.Errorf("engine: a prefix made by %s resumed in %s: a prefix resumes only in the model that made it", how, m.Path)
 }

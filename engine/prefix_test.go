@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/synth"
 )
 
 // continueFrom evaluates rest on s, then decodes n tokens greedily, and
@@ -73,4 +74,49 @@ func TestPrefixResumeEqualsFresh(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPrefixOfAnotherModel: a prefix resumes only in the model that made
+// it. Another model of the same shape and the same metadata (synth with
+// another seed under the same name: the same layer count, tensor table
+// and GGUF header digest, other weights) refuses it, naming both, as do
+// the same file opened again and a zero Prefix; the model that made it
+// still resumes it.
+func TestPrefixOfAnotherModel(t *testing.T) {
+	prompt := []int{5, 17, 29, 3}
+	named := func(seed uint64) func(*synth.Config) {
+		return func(c *synth.Config) { c.Name, c.Seed = "same-name", seed }
+	}
+	srcA, _ := testModel(t, "qwen3moe", gguf.TypeQ8_0, named(7))
+	srcB, _ := testModel(t, "qwen3moe", gguf.TypeQ8_0, named(8))
+	a, b := open(t, srcA, Options{}), open(t, srcB, Options{})
+	if a.digest != b.digest || a.Hparams.Layers != b.Hparams.Layers {
+		t.Fatal("the two models do not share a shape and a metadata digest: the test would prove less than it says")
+	}
+	s, err := a.NewSession(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Eval(context.Background(), prompt, false); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Prefix(prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ResumeSession(p, 3, 16); err == nil || !strings.Contains(err.Error(), "another model, "+srcA) {
+		t.Errorf("another model of the same shape resumed the prefix: %v", err)
+	}
+	again := open(t, srcA, Options{})
+	if _, err := again.ResumeSession(p, 3, 16); err == nil || !strings.Contains(err.Error(), srcA+" opened separately") {
+		t.Errorf("the same file opened again resumed the prefix: %v", err)
+	}
+	if _, err := a.ResumeSession(&Prefix{}, 0, 16); err == nil || !strings.Contains(err.Error(), "no session") {
+		t.Errorf("a zero prefix resumed: %v", err)
+	}
+	resumed, err := a.ResumeSession(p, 3, 16)
+	if err != nil {
+		t.Fatalf("the model that made the prefix refused it: %v", err)
+	}
+	resumed.Close()
 }
