@@ -3,10 +3,12 @@ package engine
 import "fmt"
 
 // arena holds weights outside the Go heap, in anonymous mappings freed
-// when the model closes. On the heap, hundreds of megabytes of live
-// weights would let the garbage collector's pacing (GOGC) grow the heap by
-// as much again before it collects, so the process would use far more
-// than the weights, the cache and a small working set.
+// when the model closes (mapAnon, as a session's state; where there is
+// no mmap, on Windows, they are on the heap after all). On the heap,
+// hundreds of megabytes of live weights would let the garbage collector's
+// pacing (GOGC) grow the heap by as much again before it collects, so the
+// process would use far more than the weights, the cache and a small
+// working set.
 type arena struct {
 	maps  [][]byte
 	bytes int64
@@ -17,7 +19,7 @@ func (a *arena) alloc(n int) ([]byte, error) {
 	if n == 0 {
 		return nil, nil
 	}
-	b, err := mapWeights(n)
+	b, err := mapAnon(n)
 	if err != nil {
 		return nil, fmt.Errorf("engine: mapping %d bytes for weights: %w", n, err)
 	}
@@ -31,7 +33,7 @@ func (a *arena) alloc(n int) ([]byte, error) {
 func (a *arena) free() error {
 	var first error
 	for _, b := range a.maps {
-		if err := unmapWeights(b); err != nil && first == nil {
+		if err := unmapAnon(b); err != nil && first == nil {
 			first = err
 		}
 	}
