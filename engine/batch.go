@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/gguftool/gguftool/gguf/quant"
 )
 
 // BatchItem is one session's next tokens in a batched step: a decoded
@@ -111,17 +109,19 @@ func (m *Model) forwardBatch(ctx context.Context, items []BatchItem) ([][]float3
 		off[i+1] = off[i] + len(it.Tokens)
 	}
 	R := off[len(items)]
-	x := make([]float32, R*D)
+	lead := items[0].Session
+	ar := lead.ownArena()
+	ar.Reset()
+	for _, it := range items {
+		it.Session.step = ar // each session's part of the step uses the lead's scratch
+	}
+	x := ar.Tensor(R * D)
 	for i, it := range items {
-		for t, tok := range it.Tokens {
-			row := (off[i] + t) * D
-			if _, err := quant.Dequantize(x[row:row], m.tokEmbd.typ, m.tokEmbd.row(tok)); err != nil {
-				return nil, err
-			}
+		if err := m.be.Embed(x.Rows(off[i], off[i+1], D), &m.tokEmbd, it.Tokens); err != nil {
+			return nil, err
 		}
 	}
-	buf := make([]float32, R*D)
-	lead := items[0].Session
+	buf := ar.Tensor(R * D)
 	if c, ok := m.experts.(batchClock); ok {
 		c.startBatch(R)
 	}
@@ -135,7 +135,7 @@ func (m *Model) forwardBatch(ctx context.Context, items []BatchItem) ([][]float3
 			}
 		} else {
 			for i, it := range items {
-				if err := it.Session.attention(il, x[off[i]*D:off[i+1]*D], buf[off[i]*D:off[i+1]*D], off[i+1]-off[i]); err != nil {
+				if err := it.Session.attention(il, x.Rows(off[i], off[i+1], D), buf.Rows(off[i], off[i+1], D), off[i+1]-off[i]); err != nil {
 					return nil, err
 				}
 			}
@@ -147,9 +147,9 @@ func (m *Model) forwardBatch(ctx context.Context, items []BatchItem) ([][]float3
 			return nil, err
 		}
 	}
-	last := make([]float32, len(items)*D)
+	last := ar.Tensor(len(items) * D)
 	for i := range items {
-		copy(last[i*D:(i+1)*D], x[(off[i+1]-1)*D:off[i+1]*D])
+		m.be.Copy(last, i*D, D, x, (off[i+1]-1)*D, D, D, 1)
 	}
 	if pf, ok := m.experts.(Prefetcher); ok {
 		if err := lead.guessAcross(ctx, pf, last, len(items)); err != nil {
@@ -175,10 +175,10 @@ func (m *Model) forwardBatch(ctx context.Context, items []BatchItem) ([][]float3
 
 // checkBatchLayer is checkLayer over the stacked rows of every item,
 // each session's rows at its own positions.
-func checkBatchLayer(items []BatchItem, off []int, x []float32, il int) error {
+func checkBatchLayer(items []BatchItem, off []int, x Tensor, il int) error {
 	D := items[0].Session.m.Hparams.Embd
 	for i, it := range items {
-		if err := it.Session.checkLayer(x[off[i]*D:off[i+1]*D], off[i+1]-off[i], il, it.Session.n); err != nil {
+		if err := it.Session.checkLayer(x.Rows(off[i], off[i+1], D), off[i+1]-off[i], il, it.Session.n); err != nil {
 			return err
 		}
 	}
@@ -189,106 +189,93 @@ func checkBatchLayer(items []BatchItem, off []int, x []float32, il int) error {
 // the stacked rows of every item: the norm and every projection over all
 // rows at once (weights read once per step), each session's rotations,
 // cache and attention over its own rows.
-func (s *Session) attentionMany(il int, items []BatchItem, off []int, x, hbuf []float32) error {
-	m, h := s.m, s.m.Hparams
-	L := &m.layers[il]
+func (s *Session) attentionMany(il int, items []BatchItem, off []int, x, hbuf Tensor) error {
+	be, h := s.be, s.m.Hparams
+	L := &s.m.layers[il]
 	D, R := h.Embd, off[len(items)]
-	for t := range R {
-		rmsNorm(hbuf[t*D:(t+1)*D], x[t*D:(t+1)*D], L.attnNorm, h.RMSEps)
-	}
-	s.as.reset(hbuf, D, R)
-	var att []float32
+	be.RMSNorm(hbuf, x, &L.attnNorm, h.RMSEps, R, D)
+	in := be.Input(s.step, hbuf, D, R)
+	var att Tensor
 	var err error
 	if L.mla != nil {
-		att, err = s.mlaMany(il, items, off)
+		att, err = s.mlaMany(il, in, items, off)
 	} else {
-		att, err = s.mhaMany(il, items, off)
+		att, err = s.mhaMany(il, in, items, off)
 	}
 	if err != nil {
 		return err
 	}
-	if L.attnGate.rows > 0 {
-		g := make([]float32, len(att))
-		m.work.mulMat(&L.attnGate, s.as.get(L.attnGate.vt), g)
-		for i, v := range g {
-			att[i] *= sigmoid(v)
-		}
-	}
-	s.as.reset(att, L.wo.cols, R)
-	o := hbuf[:R*D]
-	m.work.mulMat(&L.wo, s.as.get(L.wo.vt), o)
-	addBias(o, L.bo)
-	for i := range x[:R*D] {
-		x[i] = o[i] + x[i]
-	}
+	o := s.attnOutput(L, in, att, hbuf, R)
+	be.Add(x, o, x, R*D)
 	return nil
 }
 
 // perRows runs f for each item on its rows' slices of the stacked
-// per-row arrays (a row of arrays[j] being widths[j] floats) and stacks
-// the out-wide rows f returns.
-func perRows(items []BatchItem, off []int, out int, widths []int, arrays [][]float32,
-	f func(it BatchItem, rows [][]float32, T int) ([]float32, error)) ([]float32, error) {
-	res := make([]float32, off[len(items)]*out)
-	rows := make([][]float32, len(arrays))
+// per-row tensors (a row of arrays[j] being widths[j] floats; an empty
+// one stays empty) and stacks the out-wide rows f returns.
+func (s *Session) perRows(items []BatchItem, off []int, out int, widths []int, arrays []Tensor,
+	f func(it BatchItem, rows []Tensor, T int) (Tensor, error)) (Tensor, error) {
+	res := s.step.Tensor(off[len(items)] * out)
+	rows := make([]Tensor, len(arrays))
 	for i, it := range items {
 		lo, hi := off[i], off[i+1]
 		for j, a := range arrays {
-			if a != nil {
-				rows[j] = a[lo*widths[j] : hi*widths[j]]
-			} else {
-				rows[j] = nil
+			rows[j] = Tensor{}
+			if a.Len() > 0 {
+				rows[j] = a.Rows(lo, hi, widths[j])
 			}
 		}
 		r, err := f(it, rows, hi-lo)
 		if err != nil {
-			return nil, err
+			return Tensor{}, err
 		}
-		copy(res[lo*out:hi*out], r)
+		if out > 0 {
+			s.be.Copy(res, lo*out, out, r, 0, out, out, hi-lo)
+		}
 	}
 	return res, nil
 }
 
-// mhaMany is grouped-query attention over the rows in s.as, stacked from
+// mhaMany is grouped-query attention over the rows of in, stacked from
 // items: projections at once, each session's core apart.
-func (s *Session) mhaMany(il int, items []BatchItem, off []int) ([]float32, error) {
+func (s *Session) mhaMany(il int, in Input, items []BatchItem, off []int) (Tensor, error) {
 	h := s.m.Hparams
 	qDim, kvDim := h.Heads*h.HeadDim, h.HeadsKV*h.HeadDim
-	q, k, v, gate := s.mhaProject(&s.m.layers[il], off[len(items)])
-	return perRows(items, off, qDim, []int{qDim, kvDim, kvDim, qDim}, [][]float32{q, k, v, gate},
-		func(it BatchItem, r [][]float32, T int) ([]float32, error) {
+	q, k, v, gate := s.mhaProject(&s.m.layers[il], in, off[len(items)])
+	return s.perRows(items, off, qDim, []int{qDim, kvDim, kvDim, qDim}, []Tensor{q, k, v, gate},
+		func(it BatchItem, r []Tensor, T int) (Tensor, error) {
 			return it.Session.mhaCore(il, r[0], r[1], r[2], r[3], T)
 		})
 }
 
-// mlaMany is latent attention over the rows in s.as, stacked from items:
+// mlaMany is latent attention over the rows of in, stacked from items:
 // the projections, the absorbed queries and the decompression at once;
 // each session's rotations, cache and attention apart.
-func (s *Session) mlaMany(il int, items []BatchItem, off []int) ([]float32, error) {
+func (s *Session) mlaMany(il int, in Input, items []BatchItem, off []int) (Tensor, error) {
 	h, a := s.m.Hparams, s.m.Hparams.MLA
 	L := &s.m.layers[il]
 	R, H := off[len(items)], h.Heads
 	qRow, kvRow := L.mla.qRowFloats, a.KVLoraRank+a.RoPE
-	q, kv := s.mlaProject(L, R)
-	perRows(items, off, 0, []int{qRow, kvRow}, [][]float32{q, kv}, func(it BatchItem, r [][]float32, T int) ([]float32, error) {
+	q, kv := s.mlaProject(L, in, R)
+	s.perRows(items, off, 0, []int{qRow, kvRow}, []Tensor{q, kv}, func(it BatchItem, r []Tensor, T int) (Tensor, error) {
 		it.Session.mlaRope(L, r[0], r[1], T)
-		return nil, nil
+		return Tensor{}, nil
 	})
 	if h.MLA.Absorbed {
 		qa := s.mlaAbsorbQueries(il, q, R)
-		lat, err := perRows(items, off, H*a.KVLoraRank, []int{H * kvRow, kvRow}, [][]float32{qa, kv},
-			func(it BatchItem, r [][]float32, T int) ([]float32, error) {
+		lat, err := s.perRows(items, off, H*a.KVLoraRank, []int{H * kvRow, kvRow}, []Tensor{qa, kv},
+			func(it BatchItem, r []Tensor, T int) (Tensor, error) {
 				return it.Session.mlaAttendLatent(il, r[0], r[1], T)
 			})
 		if err != nil {
-			return nil, err
+			return Tensor{}, err
 		}
 		return s.mlaDecompress(il, lat, R), nil
 	}
 	k, v := s.mlaKeysValues(il, kv, R)
 	qk := a.NoPE + a.RoPE
-	return perRows(items, off, H*a.Value, []int{qRow, H * qk, H * a.Value}, [][]float32{q, k, v},
-		func(it BatchItem, r [][]float32, T int) ([]float32, error) {
+	return s.perRows(items, off, H*a.Value, []int{qRow, H * qk, H * a.Value}, []Tensor{q, k, v},
+		func(it BatchItem, r []Tensor, T int) (Tensor, error) {
 			return it.Session.mlaAttendLegacy(il, r[0], r[1], r[2], T)
 		})
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // deltaNet is one gated delta-net layer (qwen35moe's linear attention)
-// over the normalised input in s.as, as llama.cpp computes it with its
+// over the normalised input in, as llama.cpp computes it with its
 // fused ggml_gated_delta_net: a causal convolution of [q | k | v] that
 // carries its last ConvKernel−1 inputs across calls, SiLU, L2-normalised
 // queries and keys, then per value head the recurrence
@@ -18,98 +18,38 @@ import (
 // tokens one at a time leave the same state. Each head's output is
 // RMS-normalised and gated by silu(z). It returns T rows of the value
 // width, for the layer's output projection.
-func (s *Session) deltaNet(il, T int) ([]float32, error) {
-	m, h, d := s.m, s.m.Hparams, s.m.Hparams.DeltaNet
-	dl := m.layers[il].delta
-	C, Hv, Sd := d.convDim(), d.ValueHeads, d.StateSize
-	mixed := make([]float32, T*C)
-	z := make([]float32, T*d.valueDim())
-	beta := make([]float32, T*Hv)
-	alpha := make([]float32, T*Hv)
-	m.work.mulMat(&dl.wqkv, s.as.get(dl.wqkv.vt), mixed)
-	m.work.mulMat(&dl.wgate, s.as.get(dl.wgate.vt), z)
-	m.work.mulMat(&dl.wbeta, s.as.get(dl.wbeta.vt), beta)
-	m.work.mulMat(&dl.walph, s.as.get(dl.walph.vt), alpha)
-	for i, v := range beta {
-		beta[i] = sigmoid(v)
+func (s *Session) deltaNet(il int, in Input, T int) (Tensor, error) {
+	be, h, d := s.be, s.m.Hparams, s.m.Hparams.DeltaNet
+	dl := s.m.layers[il].delta
+	C, Hv, Sd, V := d.convDim(), d.ValueHeads, d.StateSize, d.valueDim()
+	rec, err := s.recurrentState(il, (d.ConvKernel-1)*C, Hv*Sd*Sd)
+	if err != nil {
+		return Tensor{}, err
 	}
-	for i, v := range alpha {
-		hd := i % Hv
-		alpha[i] = softplus(v+dl.dtBias[hd]) * dl.a[hd] // the decay gate g
-	}
-	rec := &s.state[il].rec
-	if err := rec.alloc((d.ConvKernel-1)*C, Hv*Sd*Sd); err != nil {
-		return nil, err
-	}
-	conv := s.convolveQKV(il, mixed, T)
-	out := make([]float32, T*d.valueDim())
+	mixed, z := s.step.Tensor(T*C), s.step.Tensor(T*V)
+	beta, alpha := s.step.Tensor(T*Hv), s.step.Tensor(T*Hv)
+	be.MulMat(mixed, &dl.wqkv, in)
+	be.MulMat(z, &dl.wgate, in)
+	be.MulMat(beta, &dl.wbeta, in)
+	be.MulMat(alpha, &dl.walph, in)
+	be.DeltaGates(beta, alpha, &dl.dtBias, &dl.a, T, Hv)
+	conv := s.step.Tensor(T * C)
+	be.ConvSiLU(s.step, conv, rec.Conv(), &dl.conv, mixed, C, d.ConvKernel, T)
+	// Each row's queries and keys, 2·KeyHeads heads of StateSize at its
+	// start, are L2-normalised.
 	kd := d.keyDim()
-	m.work.forEach(Hv, 1, func(lo, hi int) {
-		scratch := make([]float32, Sd)
-		for hv := lo; hv < hi; hv++ {
-			kh := hv % d.KeyHeads // ggml_gated_delta_net pairs value head h with key head h mod H_k
-			state := rec.ssm[hv*Sd*Sd : (hv+1)*Sd*Sd]
-			for t := range T {
-				row := conv[t*C : (t+1)*C]
-				q := row[kh*Sd : (kh+1)*Sd]
-				k := row[kd+kh*Sd : kd+(kh+1)*Sd]
-				v := row[2*kd+hv*Sd : 2*kd+(hv+1)*Sd]
-				deltaStep(state, q, k, v, alpha[t*Hv+hv], beta[t*Hv+hv], out[t*d.valueDim()+hv*Sd:][:Sd], scratch)
-			}
-		}
-	})
-	for t := range T {
-		for hv := range Hv {
-			o := out[t*d.valueDim()+hv*Sd:][:Sd]
-			zg := z[t*d.valueDim()+hv*Sd:][:Sd]
-			rmsNorm(o, o, dl.norm, h.RMSEps)
-			siluInto(zg, zg)
-			for i := range o {
-				o[i] *= zg[i]
-			}
-		}
-	}
+	qk := s.step.Tensor(T * 2 * kd)
+	be.Copy(qk, 0, 2*kd, conv, 0, C, 2*kd, T)
+	be.L2Norm(qk, h.RMSEps, T*2*d.KeyHeads, Sd)
+	be.Copy(conv, 0, C, qk, 0, 2*kd, 2*kd, T)
+	out := s.step.Tensor(T * V)
+	be.DeltaNet(s.step, rec.SSM(), DeltaJob{Conv: conv, G: alpha, Beta: beta, Out: out, Rows: T, Heads: Hv,
+		KeyHeads: d.KeyHeads, Size: Sd, ConvStride: C, QOff: 0, KOff: kd, VOff: 2 * kd, OutStride: V})
+	// Each head's output, RMS-normalised, gated by silu(z).
+	be.RMSNorm(out, out, &dl.norm, h.RMSEps, T*Hv, Sd)
+	be.SiLU(z, z, T*Hv, Sd)
+	be.Mul(out, out, z, T*V)
 	return out, nil
-}
-
-// convolveQKV runs a delta-net layer's convolution over its [q | k | v]
-// rows and L2-normalises each key head's queries and keys; deltaNet
-// allocated the state.
-func (s *Session) convolveQKV(il int, mixed []float32, T int) []float32 {
-	h, d := s.m.Hparams, s.m.Hparams.DeltaNet
-	C, K := d.convDim(), d.ConvKernel
-	out := convolve(s.state[il].rec.conv, s.m.layers[il].delta.conv, mixed, C, K, T)
-	for t := range T {
-		o := out[t*C : (t+1)*C]
-		for kh := range 2 * d.KeyHeads {
-			l2Norm(o[kh*d.StateSize:(kh+1)*d.StateSize], h.RMSEps)
-		}
-	}
-	return out
-}
-
-// convolve runs a causal convolution of K taps per channel (kernel:
-// channel by channel) over T rows of C channels, preceded by the K−1 rows
-// kept in state from earlier calls (zeros at first), keeps the last K−1
-// rows in state, and returns silu of the result: ggml_ssm_conv, a float
-// sum in tap order, then ggml_silu.
-func convolve(state, kernel, x []float32, C, K, T int) []float32 {
-	// window holds the K−1 kept rows, then the T new ones: position-major.
-	window := append(append(make([]float32, 0, (K-1+T)*C), state...), x...)
-	out := make([]float32, T*C)
-	for t := range T {
-		o := out[t*C : (t+1)*C]
-		for c := range C {
-			var sum float32
-			for i, w := range kernel[c*K : (c+1)*K] {
-				sum += window[(t+i)*C+c] * w
-			}
-			o[c] = sum
-		}
-		siluInto(o, o)
-	}
-	copy(state, window[T*C:])
-	return out
 }
 
 // deltaStep advances one head's state by one token with a scalar decay

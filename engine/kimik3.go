@@ -15,85 +15,53 @@ import (
 // the delta rule with a decay per channel, each head's output
 // RMS-normalised and gated by σ(ssm_g·h). It returns T rows of heads ×
 // head dim for the output projection.
-func (s *Session) kda(il, T int) ([]float32, error) {
-	m, h, k := s.m, s.m.Hparams, s.m.Hparams.KDA
-	kl := m.layers[il].kda
+func (s *Session) kda(il int, in Input, T int) (Tensor, error) {
+	be, h, k := s.be, s.m.Hparams, s.m.Hparams.KDA
+	kl := s.m.layers[il].kda
 	H, Sd := k.Heads, k.HeadDim
 	inner := H * Sd
-	rec := &s.state[il].rec
-	if err := rec.alloc(3*(k.ConvKernel-1)*inner, H*Sd*Sd); err != nil {
-		return nil, err
-	}
 	third := (k.ConvKernel - 1) * inner
-	qkv := make([][]float32, 3)
+	rec, err := s.recurrentState(il, 3*third, H*Sd*Sd)
+	if err != nil {
+		return Tensor{}, err
+	}
+	// q, k and v, each T × inner after its own convolution, one after
+	// the other.
+	qkv := s.step.Tensor(3 * T * inner)
+	x := s.step.Tensor(T * inner)
 	for i, p := range []struct {
 		w    *matrix
-		conv []float32
-	}{{&kl.wq, kl.convQ}, {&kl.wk, kl.convK}, {&kl.wv, kl.convV}} {
-		x := make([]float32, T*inner)
-		m.work.mulMat(p.w, s.as.get(p.w.vt), x)
-		qkv[i] = convolve(rec.conv[i*third:(i+1)*third], p.conv, x, inner, k.ConvKernel, T)
+		conv *vector
+	}{{&kl.wq, &kl.convQ}, {&kl.wk, &kl.convK}, {&kl.wv, &kl.convV}} {
+		be.MulMat(x, p.w, in)
+		be.ConvSiLU(s.step, qkv.Slice(i*T*inner, (i+1)*T*inner), rec.Conv().Slice(i*third, (i+1)*third), p.conv, x, inner, k.ConvKernel, T)
 	}
-	for t := range T {
-		for hd := range H {
-			l2Norm(qkv[0][t*inner+hd*Sd:][:Sd], h.RMSEps)
-			l2Norm(qkv[1][t*inner+hd*Sd:][:Sd], h.RMSEps)
-		}
-	}
-	g := s.kdaDecay(kl, T)
-	beta := make([]float32, T*H)
-	m.work.mulMat(&kl.wbeta, s.as.get(kl.wbeta.vt), beta)
-	for i, v := range beta {
-		beta[i] = sigmoid(v)
-	}
-	gate := make([]float32, T*inner)
-	m.work.mulMat(&kl.wg, s.as.get(kl.wg.vt), gate)
-	out := make([]float32, T*inner)
-	m.work.forEach(H, 1, func(lo, hi int) {
-		scratch := make([]float32, 2*Sd)
-		for hd := lo; hd < hi; hd++ {
-			state := rec.ssm[hd*Sd*Sd : (hd+1)*Sd*Sd]
-			for t := range T {
-				at := t*inner + hd*Sd
-				deltaStepKDA(state, qkv[0][at:at+Sd], qkv[1][at:at+Sd], qkv[2][at:at+Sd], g[at:at+Sd], beta[t*H+hd], out[at:at+Sd], scratch)
-			}
-		}
-	})
-	for t := range T {
-		for hd := range H {
-			o := out[t*inner+hd*Sd:][:Sd]
-			rmsNorm(o, o, kl.oNorm, h.RMSEps)
-			for i, v := range gate[t*inner+hd*Sd:][:Sd] {
-				o[i] *= sigmoid(v)
-			}
-		}
-	}
+	be.L2Norm(qkv, h.RMSEps, 2*T*H, Sd) // the queries' and keys' heads
+	g := s.kdaDecay(kl, in, T)
+	beta := s.step.Tensor(T * H)
+	be.MulMat(beta, &kl.wbeta, in)
+	be.Sigmoid(beta, T*H)
+	gate := s.step.Tensor(T * inner)
+	be.MulMat(gate, &kl.wg, in)
+	out := s.step.Tensor(T * inner)
+	be.KDA(s.step, rec.SSM(), DeltaJob{Conv: qkv, G: g, Beta: beta, Out: out, Rows: T, Heads: H, KeyHeads: H, Size: Sd,
+		ConvStride: inner, QOff: 0, KOff: T * inner, VOff: 2 * T * inner, OutStride: inner})
+	be.RMSNorm(out, out, &kl.oNorm, h.RMSEps, T*H, Sd)
+	be.GateSigmoid(out, gate, T*inner)
 	return out, nil
 }
 
 // kdaDecay is the per-channel decay gate g of T tokens: f_b·(f_a·h) plus
 // the dt bias, then lower_bound·σ(exp(A_log)·…) when the model sets a
 // lower bound (Kimi-K3), else −exp(A_log)·softplus(…).
-func (s *Session) kdaDecay(kl *kdaLayer, T int) []float32 {
-	m, k := s.m, s.m.Hparams.KDA
+func (s *Session) kdaDecay(kl *kdaLayer, in Input, T int) Tensor {
+	be, k := s.be, s.m.Hparams.KDA
 	inner := k.Heads * k.HeadDim
-	fa := make([]float32, T*k.HeadDim)
-	m.work.mulMat(&kl.fa, s.as.get(kl.fa.vt), fa)
-	var sub actSet
-	sub.reset(fa, k.HeadDim, T)
-	g := make([]float32, T*inner)
-	m.work.mulMat(&kl.fb, sub.get(kl.fb.vt), g)
-	bounded := !math.IsInf(float64(k.GateLowerBound), -1)
-	for i := range g {
-		a := kl.a[(i%inner)/k.HeadDim]
-		v := g[i] + kl.dtBias[i%inner]
-		if bounded {
-			y := (v * a) * -1 // ggml_scale(g, −1): exp(A_log)·(…)
-			g[i] = sigmoid(y) * k.GateLowerBound
-		} else {
-			g[i] = softplus(v) * a
-		}
-	}
+	fa := s.step.Tensor(T * k.HeadDim)
+	be.MulMat(fa, &kl.fa, in)
+	g := s.step.Tensor(T * inner)
+	be.MulMat(g, &kl.fb, be.Input(s.step, fa, k.HeadDim, T))
+	be.KDADecay(g, &kl.dtBias, &kl.a, k.GateLowerBound, T, k.Heads, k.HeadDim)
 	return g
 }
 
@@ -115,33 +83,28 @@ func deltaStepKDA(state, q, k, v, g []float32, beta float32, out, scratch []floa
 	deltaUpdate(state, q, k, v, beta, out, scratch[n:2*n])
 }
 
-// latentMoE is Kimi-K3's MoE block over the normalised input hbuf (also
-// in s.as): the router scores the full-width input, the routed experts run
-// on its projection to the latent width, their sum is RMS-normalised (when
-// the layer has the norm) and projected back, and the shared experts'
-// output (full width, or nil) is added.
-func (s *Session) latentMoE(ctx context.Context, il int, hbuf, shared []float32, T int) ([]float32, error) {
-	m, h := s.m, s.m.Hparams
-	lp := m.layers[il].latent
+// latentMoE is Kimi-K3's MoE block over the normalised input hbuf (in,
+// prepared for products): the router scores the full-width input, the
+// routed experts run on its projection to the latent width, their sum is
+// RMS-normalised (when the layer has the norm) and projected back, and
+// the shared experts' output (full width, or empty) is added.
+func (s *Session) latentMoE(ctx context.Context, il int, in Input, hbuf, shared Tensor, T int) (Tensor, error) {
+	be, h := s.be, s.m.Hparams
+	lp := s.m.layers[il].latent
 	lat := h.ExpertLatent
-	in := make([]float32, T*lat)
-	m.work.mulMat(&lp.down, s.as.get(lp.down.vt), in)
-	sum := make([]float32, T*lat)
-	if err := s.moe(ctx, il, hbuf, in, nil, sum, T); err != nil {
-		return nil, err
+	x := s.step.Tensor(T * lat)
+	be.MulMat(x, &lp.down, in)
+	sum := s.step.Tensor(T * lat)
+	if err := s.moe(ctx, il, in, x, Tensor{}, sum, T); err != nil {
+		return Tensor{}, err
 	}
-	if lp.norm != nil {
-		for t := range T {
-			r := sum[t*lat : (t+1)*lat]
-			rmsNorm(r, r, lp.norm, h.RMSEps)
-		}
+	if lp.norm.present() {
+		be.RMSNorm(sum, sum, &lp.norm, h.RMSEps, T, lat)
 	}
-	var sub actSet
-	sub.reset(sum, lat, T)
-	out := make([]float32, T*h.Embd)
-	m.work.mulMat(&lp.up, sub.get(lp.up.vt), out)
-	for i, v := range shared {
-		out[i] += v
+	out := s.step.Tensor(T * h.Embd)
+	be.MulMat(out, &lp.up, be.Input(s.step, sum, lat, T))
+	if shared.Len() > 0 {
+		be.Add(out, out, shared, T*h.Embd)
 	}
 	return out, nil
 }
@@ -168,90 +131,46 @@ func (a *situ) apply(dst, gate, up []float32) {
 // the running sum from its attention output; before each attention, each
 // FFN and the output, the input is a softmax-weighted mix of the
 // checkpoints and the running sum.
-func (s *Session) residualLayers(ctx context.Context, x, buf []float32, T int) error {
-	m, h := s.m, s.m.Hparams
+func (s *Session) residualLayers(ctx context.Context, x, buf Tensor, T int) error {
+	be, h := s.be, s.m.Hparams
 	D := h.Embd
-	var stack [][]float32 // checkpoints, each T × D
+	var stack []Tensor // checkpoints, each T × D
 	prefix := x
-	cur := make([]float32, T*D)
-	for il := range m.layers {
+	cur := s.step.Tensor(T * D)
+	for il := range s.m.layers {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		L := &m.layers[il]
-		resMix(cur, prefix, stack, L.attnRes, T, D, h.RMSEps)
+		L := &s.m.layers[il]
+		be.ResMix(s.step, cur, prefix, stack, &L.attnRes, h.RMSEps, T, D)
 		banked := il%h.ResBlockSize == 0
 		if banked {
-			stack = append(stack, append([]float32(nil), prefix...))
+			ck := s.step.Tensor(T * D)
+			be.Copy(ck, 0, T*D, prefix, 0, T*D, T*D, 1)
+			stack = append(stack, ck)
 		}
-		for t := range T {
-			rmsNorm(buf[t*D:(t+1)*D], cur[t*D:(t+1)*D], L.attnNorm, h.RMSEps)
-		}
+		be.RMSNorm(buf, cur, &L.attnNorm, h.RMSEps, T, D)
 		a, err := s.attnOut(il, buf, T)
 		if err != nil {
 			return err
 		}
 		if banked {
-			copy(prefix, a)
+			be.Copy(prefix, 0, T*D, a, 0, T*D, T*D, 1)
 		} else {
-			for i := range prefix {
-				prefix[i] += a[i]
-			}
+			be.Add(prefix, prefix, a, T*D)
 		}
-		resMix(cur, prefix, stack, L.ffnRes, T, D, h.RMSEps)
-		for t := range T {
-			rmsNorm(buf[t*D:(t+1)*D], cur[t*D:(t+1)*D], L.ffnNorm, h.RMSEps)
-		}
+		be.ResMix(s.step, cur, prefix, stack, &L.ffnRes, h.RMSEps, T, D)
+		be.RMSNorm(buf, cur, &L.ffnNorm, h.RMSEps, T, D)
 		f, err := s.ffnOut(ctx, il, buf, T)
 		if err != nil {
 			return err
 		}
-		for i := range prefix {
-			prefix[i] += f[i]
-		}
+		be.Add(prefix, prefix, f, T*D)
 		if err := s.checkLayer(prefix, T, il, s.n); err != nil {
 			return err
 		}
 	}
-	resMix(cur, prefix, stack, m.outRes, T, D, h.RMSEps)
-	copy(x, cur)
+	be.ResMix(s.step, cur, prefix, stack, &s.m.outRes, h.RMSEps, T, D)
+	be.Copy(x, 0, T*D, cur, 0, T*D, T*D, 1)
 	return nil
-}
-
-// resMix writes to dst the residual attention's mix of the checkpoints and
-// the running sum cur, as llama.cpp's res_mix: each is scored by the sum
-// of its RMS-normalised values times score (summed in double), the scores
-// softmaxed, and the raw values summed with those weights, checkpoints in
-// order, then the running sum. With no checkpoint yet it is cur itself.
-func resMix(dst, cur []float32, stack [][]float32, score []float32, T, D int, eps float32) {
-	if len(stack) == 0 {
-		copy(dst, cur)
-		return
-	}
-	n := len(stack)
-	norm := make([]float32, D)
-	p := make([]float32, n+1)
-	scoreOf := func(v []float32) float32 {
-		rmsNorm(norm, v, score, eps)
-		var sum float64
-		for _, x := range norm {
-			sum += float64(x)
-		}
-		return float32(sum)
-	}
-	for t := range T {
-		for c, ck := range stack {
-			p[c] = scoreOf(ck[t*D : (t+1)*D])
-		}
-		p[n] = scoreOf(cur[t*D : (t+1)*D])
-		softmax(p)
-		out := dst[t*D : (t+1)*D]
-		for d := range out {
-			var sum float32
-			for c, ck := range stack {
-				sum += ck[t*D+d] * p[c]
-			}
-			out[d] = sum + cur[t*D+d]*p[n]
-		}
-	}
 }

@@ -12,12 +12,12 @@ import (
 // DeepSeek's latent attention (mla); a dense FFN (dense) or routed
 // experts (router and the expert shapes), with or without shared experts.
 type layer struct {
-	attnNorm, ffnNorm []float32
+	attnNorm, ffnNorm vector
 	wq, wk, wv, wo    matrix
-	bq, bk, bv, bo    []float32 // nil when absent
-	qNorm, kNorm      []float32 // nil unless the layer normalises q and k
-	sinks             []float32 // per-head sink logits (gpt-oss), or nil
-	window            int       // sliding attention window; 0 attends to everything
+	bq, bk, bv, bo    vector // empty when absent
+	qNorm, kNorm      vector // empty unless the layer normalises q and k
+	sinks             vector // per-head sink logits (gpt-oss), or empty
+	window            int    // sliding attention window; 0 attends to everything
 	ropeBase          float32
 	mla               *mlaLayer
 	delta             *deltaNetLayer // a gated delta-net (linear attention) layer, or nil
@@ -25,7 +25,7 @@ type layer struct {
 	attnGate          matrix         // kimi-k3: x → sigmoid gate on the attention output; empty if none
 	// attnRes and ffnRes score the banked checkpoints of kimi-k3's
 	// residual attention before the attention and the FFN; nil without it.
-	attnRes, ffnRes []float32
+	attnRes, ffnRes vector
 
 	dense      *ffnWeights // a leading dense block's FFN; nil for MoE blocks
 	shared     *ffnWeights // the shared experts, or nil
@@ -33,8 +33,8 @@ type layer struct {
 	latent     *latentProj // kimi-k3: the projections around latent routed experts, or nil
 
 	router     matrix
-	routerBias []float32 // added to the router's logits (gpt-oss), or nil
-	probsBias  []float32 // exp_probs_b: added to the scores that select experts only, or nil
+	routerBias vector // added to the router's logits (gpt-oss), or empty
+	probsBias  vector // exp_probs_b: added to the scores that select experts only, or empty
 	layout     ExpertLayout
 	// One expert's gate, up and down matrices without their bytes, which
 	// the expert source supplies per fetch; gate is unused (zero) when
@@ -47,43 +47,43 @@ type ffnWeights struct{ gate, up, down matrix }
 
 // mlaLayer is one block of multi-head latent attention.
 type mlaLayer struct {
-	wqA, wqB   matrix    // the query LoRA (wq holds the direct projection when there is none)
-	qANorm     []float32 // RMSNorm between wqA and wqB
-	wkvA       matrix    // x → [latent | shared RoPE key]
-	kvANorm    []float32 // RMSNorm of the latent
-	wkB, wvB   matrix    // absorbed layout: per head, [nope → latent] and [latent → value]
-	wkvB       matrix    // legacy layout: latent → per head [key nope | value]
-	qRowFloats int       // floats of one token's query: heads × (nope + rope)
+	wqA, wqB   matrix // the query LoRA (wq holds the direct projection when there is none)
+	qANorm     vector // RMSNorm between wqA and wqB
+	wkvA       matrix // x → [latent | shared RoPE key]
+	kvANorm    vector // RMSNorm of the latent
+	wkB, wvB   matrix // absorbed layout: per head, [nope → latent] and [latent → value]
+	wkvB       matrix // legacy layout: latent → per head [key nope | value]
+	qRowFloats int    // floats of one token's query: heads × (nope + rope)
 }
 
 // deltaNetLayer is one gated delta-net layer's weights. Its output
 // projection (ssm_out) is the layer's wo.
 type deltaNetLayer struct {
-	wqkv, wgate  matrix    // x → [q | k | v] before the convolution; x → z, the output gate
-	wbeta, walph matrix    // x → β and α, one per value head
-	conv         []float32 // the convolution kernel: channel by channel, ConvKernel taps each
-	dtBias, a    []float32 // per value head: α's bias and the decay rate A (negative)
-	norm         []float32 // RMSNorm of each head's output, [value head width]
+	wqkv, wgate  matrix // x → [q | k | v] before the convolution; x → z, the output gate
+	wbeta, walph matrix // x → β and α, one per value head
+	conv         vector // the convolution kernel: channel by channel, ConvKernel taps each
+	dtBias, a    vector // per value head: α's bias and the decay rate A (negative)
+	norm         vector // RMSNorm of each head's output, [value head width]
 }
 
 // kdaLayer is one Kimi delta-attention layer's weights; its output
 // projection is the layer's wo.
 type kdaLayer struct {
-	wq, wk, wv          matrix    // x → q, k, v before their convolutions
-	convQ, convK, convV []float32 // per channel, ConvKernel taps
-	fa, fb              matrix    // the decay gate's low-rank projection, x → head dim → heads × head dim
-	wbeta               matrix    // x → β per head
-	a                   []float32 // per head: −exp(A_log)
-	dtBias              []float32 // heads × head dim
-	wg                  matrix    // x → the output gate, heads × head dim
-	oNorm               []float32 // RMSNorm of each head's output
+	wq, wk, wv          matrix // x → q, k, v before their convolutions
+	convQ, convK, convV vector // per channel, ConvKernel taps
+	fa, fb              matrix // the decay gate's low-rank projection, x → head dim → heads × head dim
+	wbeta               matrix // x → β per head
+	a                   vector // per head: −exp(A_log)
+	dtBias              vector // heads × head dim
+	wg                  matrix // x → the output gate, heads × head dim
+	oNorm               vector // RMSNorm of each head's output
 }
 
 // latentProj are kimi-k3's projections into and out of the latent width
 // the routed experts run at.
 type latentProj struct {
 	down, up matrix
-	norm     []float32 // RMSNorm of the routed sum before up, or nil
+	norm     vector // RMSNorm of the routed sum before up, or empty
 }
 
 // isMoE says whether block il routes to experts (the others are dense).
@@ -99,12 +99,12 @@ type layerLoader struct {
 	errs []error
 }
 
-func (ll *layerLoader) vec(dst *[]float32, name string, n int, optional bool) {
+func (ll *layerLoader) vec(dst *vector, name string, n int, optional bool) {
 	var err error
 	if optional {
-		*dst, err = ll.l.optionalVector(ll.p+name, n)
+		dst.f, err = ll.l.optionalVector(ll.p+name, n)
 	} else {
-		*dst, err = ll.l.vector(ll.p+name, n)
+		dst.f, err = ll.l.vector(ll.p+name, n)
 	}
 	ll.errs = append(ll.errs, err)
 }
@@ -229,9 +229,9 @@ func (m *Model) loadDeltaNet(ll *layerLoader, L *layer) {
 }
 
 // floats loads a small [cols, rows] tensor of any type as float32s.
-func (ll *layerLoader) floats(dst *[]float32, name string, cols, rows int) {
+func (ll *layerLoader) floats(dst *vector, name string, cols, rows int) {
 	var err error
-	*dst, err = ll.l.floats(ll.p+name, cols, rows)
+	dst.f, err = ll.l.floats(ll.p+name, cols, rows)
 	ll.errs = append(ll.errs, err)
 }
 
@@ -274,14 +274,14 @@ func (m *Model) loadKDA(ll *layerLoader, L *layer) {
 	ll.mat(&kl.wk, "attn_k.weight", D, inner, 0)
 	ll.mat(&kl.wv, "attn_v.weight", D, inner, 0)
 	for _, c := range []struct {
-		dst  *[]float32
+		dst  *vector
 		name string
 	}{{&kl.convQ, "ssm_conv1d_q.weight"}, {&kl.convK, "ssm_conv1d_k.weight"}, {&kl.convV, "ssm_conv1d_v.weight"}} {
 		// [d_conv, 1, d_inner] or, quantized, [d_conv, d_inner]: the same floats.
 		var err error
-		*c.dst, err = ll.l.floats(ll.p+c.name, k.ConvKernel, inner)
+		c.dst.f, err = ll.l.floats(ll.p+c.name, k.ConvKernel, inner)
 		if err != nil {
-			*c.dst, err = ll.l.floats(ll.p+c.name, k.ConvKernel, 1, inner)
+			c.dst.f, err = ll.l.floats(ll.p+c.name, k.ConvKernel, 1, inner)
 		}
 		ll.errs = append(ll.errs, err)
 	}

@@ -58,8 +58,8 @@ type Model struct {
 	Notes []string
 
 	tokEmbd matrix
-	outNorm []float32
-	outRes  []float32 // kimi-k3: scores the final residual mix; nil without it
+	outNorm vector
+	outRes  vector // kimi-k3: scores the final residual mix; empty without it
 	output  matrix
 	layers  []layer
 	experts ExpertSource
@@ -73,6 +73,7 @@ type Model struct {
 
 	kvK, kvV KVType // the sessions' cache types
 	batch    int    // the most positions per forward pass
+	be       Backend
 }
 
 // Open loads a model: a GGUF file or split set (every expert resident), or
@@ -90,6 +91,7 @@ func Open(path string, o Options) (*Model, error) {
 	if m.work.n <= 0 {
 		m.work.n = runtime.GOMAXPROCS(0)
 	}
+	m.be = newCPUBackend(&m.work)
 	var err error
 	if st, serr := os.Stat(path); serr == nil && st.IsDir() {
 		err = m.openPack(path, o)
@@ -198,11 +200,11 @@ func (m *Model) loadResident(l *loader, tier string) error {
 	if m.tokEmbd, err = l.matrix("token_embd.weight", D, V, 0); err != nil {
 		return err
 	}
-	if m.outNorm, err = l.vector("output_norm.weight", D); err != nil {
+	if m.outNorm.f, err = l.vector("output_norm.weight", D); err != nil {
 		return err
 	}
 	if h.ResBlockSize > 0 {
-		if m.outRes, err = l.vector("output_res_score.weight", D); err != nil {
+		if m.outRes.f, err = l.vector("output_res_score.weight", D); err != nil {
 			return err
 		}
 	}

@@ -76,13 +76,13 @@ func firstUnnormable(x []float32) int {
 // every later layer and position, and a value the next norm cannot
 // square erases its row, so the pass stops at the layer that made it,
 // which is the one worth naming.
-func (s *Session) checkLayer(x []float32, T, il, pos int) error {
+func (s *Session) checkLayer(x Tensor, T, il, pos int) error {
 	D := s.m.Hparams.Embd
-	i := firstUnnormable(x[:T*D])
+	i, v := s.be.CheckFinite(x, T*D)
 	if i < 0 {
 		return nil
 	}
-	return &NumericError{Model: s.m.Path, Pos: pos + i/D, Layer: il, Index: i % D, Value: x[i]}
+	return &NumericError{Model: s.m.Path, Pos: pos + i/D, Layer: il, Index: i % D, Value: v}
 }
 
 // checkLogits refuses n rows of logits, the first row's position being

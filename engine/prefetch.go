@@ -211,51 +211,48 @@ func (ps *packExperts) dropPrefetch(pf *prefetchState) {
 // (in s.as) and returns the experts its top-k would pick for any of the T
 // tokens, in id order: the guess a Prefetcher reads ahead. It is nil when
 // the next layer routes nothing.
-func (s *Session) guessNext(il, T int) []int {
+func (s *Session) guessNext(il int, in Input, T int) []int {
 	next := il + 1
 	if next >= s.m.Hparams.Layers || !s.m.Hparams.isMoE(next) {
 		return nil
 	}
-	return s.guessWith(&s.m.layers[next], T)
+	return s.guessWith(&s.m.layers[next], in, T)
 }
 
 // guessAcross guesses the next step's experts of the first MoE layer from
 // n rows of final hidden state (x: each sequence's last), normed with that
 // layer's FFN norm, and has the prefetcher read them; nothing when
 // prefetch is off, so a run without it spends no time here.
-func (s *Session) guessAcross(ctx context.Context, pf Prefetcher, x []float32, n int) error {
+func (s *Session) guessAcross(ctx context.Context, pf Prefetcher, x Tensor, n int) error {
 	h := s.m.Hparams
 	first := h.DenseLeading
 	if !pf.Speculating() || first >= h.Layers {
 		return nil
 	}
 	L := &s.m.layers[first]
-	sc := &s.scratch
 	D := h.Embd
-	sc.across = grow(sc.across, n*D)
-	for i := range n {
-		rmsNorm(sc.across[i*D:(i+1)*D], x[i*D:(i+1)*D], L.ffnNorm, h.RMSEps)
-	}
-	s.as.reset(sc.across, D, n)
-	return pf.Prefetch(ctx, first, s.guessWith(L, n))
+	across := s.step.Tensor(n * D)
+	s.be.RMSNorm(across, x, &L.ffnNorm, h.RMSEps, n, D)
+	return pf.Prefetch(ctx, first, s.guessWith(L, s.be.Input(s.step, across, D, n), n))
 }
 
 // guessWith applies layer L's router to the T rows in s.as and returns
 // the experts its top-k would pick for any of them, in id order.
-func (s *Session) guessWith(L *layer, T int) []int {
-	m, h := s.m, s.m.Hparams
+func (s *Session) guessWith(L *layer, in Input, T int) []int {
+	h, be := s.m.Hparams, s.be
 	E, K := h.Experts, h.ExpertsUsed
 	sc := &s.scratch
-	sc.guess = grow(sc.guess, T*E)
-	m.work.mulMat(&L.router, s.as.get(L.router.vt), sc.guess)
-	addBias(sc.guess, L.routerBias)
+	gt := s.step.Tensor(T * E)
+	be.MulMat(gt, &L.router, in)
+	be.AddBias(gt, &L.routerBias, T)
+	sc.guess = be.Read(gt)
 	picked := make([]bool, E)
 	order := make([]int, E)
 	for t := range T {
 		row := sc.guess[t*E : (t+1)*E]
-		if L.probsBias != nil {
+		if L.probsBias.present() {
 			for i := range row {
-				row[i] += L.probsBias[i]
+				row[i] += L.probsBias.f[i]
 			}
 		}
 		for i := range order {

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 )
@@ -31,18 +30,13 @@ func (s *Session) Prefix(tokens []int) (*Prefix, error) {
 	}
 	p := &Prefix{model: s.m, tokens: slices.Clone(tokens), state: make([]layerState, len(s.state))}
 	for i := range s.state {
-		src, dst := &s.state[i], &p.state[i]
-		var err error
-		var errs [3]error
-		dst.k, errs[0] = src.k.clone(s.n)
-		dst.v, errs[1] = src.v.clone(s.n)
-		dst.rec, errs[2] = src.rec.clone()
-		if err = errors.Join(errs[:]...); err != nil {
+		if err := p.state[i].copyOf(&s.state[i], s.n); err != nil {
 			p.Free()
 			return nil, err
 		}
-		p.recurrent = p.recurrent || dst.rec.mem != nil
-		p.bytes += dst.k.bytes() + dst.v.bytes() + dst.rec.bytes()
+		st := &p.state[i]
+		p.recurrent = p.recurrent || st.rec != nil
+		p.bytes += st.bytes()
 	}
 	p.bytes += 8 * int64(len(tokens))
 	return p, nil
@@ -52,10 +46,7 @@ func (s *Session) Prefix(tokens []int) (*Prefix, error) {
 // reachable; it may not be resumed from afterwards.
 func (p *Prefix) Free() {
 	for i := range p.state {
-		st := &p.state[i]
-		st.k.free()
-		st.v.free()
-		st.rec.free()
+		p.state[i].free()
 	}
 }
 
@@ -99,6 +90,7 @@ func (m *Model) ResumeSession(p *Prefix, keep, ctxLen int) (*Session, error) {
 		return nil, err
 	}
 	if keep > s.ctxLen {
+		s.Close()
 		return nil, &ContextError{Have: 0, Add: keep, Max: s.ctxLen}
 	}
 	if keep == 0 {
@@ -106,18 +98,17 @@ func (m *Model) ResumeSession(p *Prefix, keep, ctxLen int) (*Session, error) {
 	}
 	for il := range s.state {
 		src, dst := &p.state[il], &s.state[il]
-		if src.k.typ != dst.k.typ || src.v.typ != dst.v.typ {
-			return nil, fmt.Errorf("engine: a prefix cached in %s/%s resumed into a session caching %s/%s", src.k.typ, src.v.typ, dst.k.typ, dst.v.typ)
+		if src.k.Type() != dst.k.Type() || src.v.Type() != dst.v.Type() {
+			s.Close()
+			return nil, fmt.Errorf("engine: a prefix cached in %s/%s resumed into a session caching %s/%s", src.k.Type(), src.v.Type(), dst.k.Type(), dst.v.Type())
 		}
-		var errs [3]error
-		dst.k, errs[0] = src.k.clone(keep)
-		dst.v, errs[1] = src.v.clone(keep)
-		dst.rec, errs[2] = src.rec.clone()
-		dst.k.limit, dst.v.limit = s.ctxLen, s.ctxLen
-		if err := errors.Join(errs[:]...); err != nil {
+		dst.free()
+		if err := dst.copyOf(src, keep); err != nil {
 			s.Close()
 			return nil, err
 		}
+		dst.k.SetLimit(s.ctxLen)
+		dst.v.SetLimit(s.ctxLen)
 	}
 	s.n = keep
 	return s, nil

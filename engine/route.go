@@ -28,13 +28,13 @@ func (s *Session) pickExperts(L *layer, p []float32, ids []int, weights []float3
 		}
 	}
 	sel := p
-	if L.probsBias != nil || h.ExpertGroups > 1 {
+	if L.probsBias.present() || h.ExpertGroups > 1 {
 		sc.sel = grow(sc.sel, E)
 		sel = sc.sel
 		copy(sel, p)
-		if L.probsBias != nil {
+		if L.probsBias.present() {
 			for i := range sel {
-				sel[i] += L.probsBias[i]
+				sel[i] += L.probsBias.f[i]
 			}
 		}
 		if h.ExpertGroups > 1 {

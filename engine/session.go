@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gguftool/gguftool/gguf/quant"
 	"github.com/gguftool/gguftool/trace"
 )
 
@@ -35,8 +34,11 @@ type Session struct {
 	events []RouteEvent
 
 	stats   EvalStats
-	as      actSet
 	scratch moeScratch
+
+	be   Backend // the model's
+	ar   Arena   // the session's scratch, made on its first step
+	step Arena   // the scratch of the step under way: ar, or a batch's lead's
 }
 
 // RouteEvent is one routed expert of one position in one layer: its rank
@@ -85,11 +87,11 @@ func (m *Model) NewSession(ctxLen int) (*Session, error) {
 	if ctxLen > m.Hparams.Context {
 		return nil, fmt.Errorf("engine: a context of %d positions is longer than the model's %d", ctxLen, m.Hparams.Context)
 	}
-	s := &Session{m: m, ctxLen: ctxLen, state: make([]layerState, m.Hparams.Layers)}
+	s := &Session{m: m, ctxLen: ctxLen, state: make([]layerState, m.Hparams.Layers), be: m.be}
 	for il := range s.state {
 		k, v := m.kvWidths(il)
-		s.state[il].k = newKVRows(m.kvK, k, ctxLen)
-		s.state[il].v = newKVRows(m.kvV, v, ctxLen)
+		s.state[il].k = m.be.NewKV(m.kvK, k, ctxLen)
+		s.state[il].v = m.be.NewKV(m.kvV, v, ctxLen)
 	}
 	s.scratch.use = s.runExpert
 	return s, nil
@@ -137,7 +139,7 @@ func (s *Session) Eval(ctx context.Context, tokens []int, all bool) ([]float32, 
 	B := s.m.batch
 	for lo := 0; lo < len(tokens); lo += B {
 		hi := min(lo+B, len(tokens))
-		logits, err := s.step(ctx, tokens[lo:hi], all || hi == len(tokens), all)
+		logits, err := s.runStep(ctx, tokens[lo:hi], all || hi == len(tokens), all)
 		if err != nil {
 			return nil, err
 		}
@@ -157,24 +159,20 @@ func (s *Session) Reserve(n int) error { return s.grow(min(n, s.ctxLen), true) }
 func (s *Session) grow(n int, exact bool) error {
 	for i := range s.state {
 		st := &s.state[i]
-		if st.k.width > 0 {
-			if err := st.k.reserve(n, exact); err != nil {
-				return err
-			}
+		if err := st.k.Reserve(n, exact); err != nil {
+			return err
 		}
-		if st.v.width > 0 {
-			if err := st.v.reserve(n, exact); err != nil {
-				return err
-			}
+		if err := st.v.Reserve(n, exact); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// step runs one forward pass as one step of the sequence: complete, or,
+// runStep runs one forward pass as one step of the sequence: complete, or,
 // when it fails or is cancelled part way, undone (abortStep), so that the
 // session stays at its last complete position.
-func (s *Session) step(ctx context.Context, tokens []int, last, all bool) ([]float32, error) {
+func (s *Session) runStep(ctx context.Context, tokens []int, last, all bool) ([]float32, error) {
 	if err := s.beginStep(); err != nil {
 		return nil, err
 	}
@@ -188,15 +186,14 @@ func (s *Session) step(ctx context.Context, tokens []int, last, all bool) ([]flo
 // forward runs one batch; it returns logits for every position (all) or
 // the last (last), or none.
 func (s *Session) forward(ctx context.Context, tokens []int, last, all bool) ([]float32, error) {
-	m, h := s.m, s.m.Hparams
+	m, h, be := s.m, s.m.Hparams, s.be
 	T, D := len(tokens), h.Embd
-	x := make([]float32, T*D)
-	for t, tok := range tokens {
-		if _, err := quant.Dequantize(x[t*D:t*D], m.tokEmbd.typ, m.tokEmbd.row(tok)); err != nil {
-			return nil, err
-		}
+	s.beginArena(s.ownArena())
+	x := s.step.Tensor(T * D)
+	if err := be.Embed(x, &m.tokEmbd, tokens); err != nil {
+		return nil, err
 	}
-	buf := make([]float32, T*D)
+	buf := s.step.Tensor(T * D)
 	if c, ok := m.experts.(batchClock); ok {
 		c.startBatch(T)
 	}
@@ -209,7 +206,7 @@ func (s *Session) forward(ctx context.Context, tokens []int, last, all bool) ([]
 		}
 	}
 	if pf, ok := m.experts.(Prefetcher); ok {
-		if err := s.guessAcross(ctx, pf, x[(T-1)*D:T*D], 1); err != nil {
+		if err := s.guessAcross(ctx, pf, x.Rows(T-1, T, D), 1); err != nil {
 			return nil, err
 		}
 	}
@@ -221,7 +218,7 @@ func (s *Session) forward(ctx context.Context, tokens []int, last, all bool) ([]
 			return nil, err
 		}
 	case last:
-		logits = s.outputRows(x[(T-1)*D:T*D], 1)
+		logits = s.outputRows(x.Rows(T-1, T, D), 1)
 		if err := s.checkLogits(logits, s.n+T-1); err != nil {
 			return nil, err
 		}
@@ -233,19 +230,31 @@ func (s *Session) forward(ctx context.Context, tokens []int, last, all bool) ([]
 	return logits, nil
 }
 
-// outputRows is the output head over n rows of final hidden state: the
-// output norm, then the logits, n × vocab.
-func (s *Session) outputRows(x []float32, n int) []float32 {
-	m, h := s.m, s.m.Hparams
-	D := h.Embd
-	hn := make([]float32, n*D)
-	for i := range n {
-		rmsNorm(hn[i*D:(i+1)*D], x[i*D:(i+1)*D], m.outNorm, h.RMSEps)
+// ownArena is the session's scratch, made on its first step.
+func (s *Session) ownArena() Arena {
+	if s.ar == nil {
+		s.ar = s.be.NewArena()
 	}
-	s.as.reset(hn, D, n)
-	logits := make([]float32, n*h.Vocab)
-	m.work.mulMat(&m.output, s.as.get(m.output.vt), logits)
-	return logits
+	return s.ar
+}
+
+// beginArena starts a step on arena a (the session's own, or a batch's
+// lead's): everything the previous step allocated from it is released.
+func (s *Session) beginArena(a Arena) {
+	a.Reset()
+	s.step = a
+}
+
+// outputRows is the output head over n rows of final hidden state: the
+// output norm, then the logits, n × vocab, read back to the host.
+func (s *Session) outputRows(x Tensor, n int) []float32 {
+	m, h, be := s.m, s.m.Hparams, s.be
+	D := h.Embd
+	hn := s.step.Tensor(n * D)
+	be.RMSNorm(hn, x, &m.outNorm, h.RMSEps, n, D)
+	logits := s.step.Tensor(n * h.Vocab)
+	be.MulMat(logits, &m.output, be.Input(s.step, hn, D, n))
+	return append([]float32(nil), be.Read(logits)...)
 }
 
 func addBias(y, b []float32) {
@@ -294,7 +303,7 @@ type moeScratch struct {
 
 // layers runs every layer over the T rows of x, leaving in x what the
 // output norm reads.
-func (s *Session) layers(ctx context.Context, x, buf []float32, T int) error {
+func (s *Session) layers(ctx context.Context, x, buf Tensor, T int) error {
 	if s.m.Hparams.ResBlockSize > 0 {
 		return s.residualLayers(ctx, x, buf, T)
 	}
@@ -317,95 +326,82 @@ func (s *Session) layers(ctx context.Context, x, buf []float32, T int) error {
 
 // ffn adds one layer's feed-forward block to x: a dense FFN, or the
 // routed experts plus any shared experts.
-func (s *Session) ffn(ctx context.Context, il int, x, hbuf []float32, T int) error {
-	m, h := s.m, s.m.Hparams
-	L := &m.layers[il]
+func (s *Session) ffn(ctx context.Context, il int, x, hbuf Tensor, T int) error {
+	be, h := s.be, s.m.Hparams
+	L := &s.m.layers[il]
 	D := h.Embd
-	for t := range T {
-		rmsNorm(hbuf[t*D:(t+1)*D], x[t*D:(t+1)*D], L.ffnNorm, h.RMSEps)
-	}
+	be.RMSNorm(hbuf, x, &L.ffnNorm, h.RMSEps, T, D)
 	out, err := s.ffnOut(ctx, il, hbuf, T)
 	if err != nil {
 		return err
 	}
-	for i := range x[:T*D] {
-		x[i] = out[i] + x[i]
-	}
+	be.Add(x, out, x, T*D)
 	return nil
 }
 
 // ffnOut is one layer's feed-forward block over the normalised input hbuf
 // (T rows of D): a dense FFN, or the routed experts plus any shared
 // experts.
-func (s *Session) ffnOut(ctx context.Context, il int, hbuf []float32, T int) ([]float32, error) {
-	m, h := s.m, s.m.Hparams
-	L := &m.layers[il]
+func (s *Session) ffnOut(ctx context.Context, il int, hbuf Tensor, T int) (Tensor, error) {
+	be, h := s.be, s.m.Hparams
+	L := &s.m.layers[il]
 	D := h.Embd
-	s.as.reset(hbuf, D, T)
+	in := be.Input(s.step, hbuf, D, T)
 	if L.dense != nil {
-		return s.denseFFN(L.dense, T), nil
+		return s.denseFFN(L.dense, in, T), nil
 	}
-	var shared []float32
+	var shared Tensor
 	if L.shared != nil {
-		shared = s.denseFFN(L.shared, T)
+		shared = s.denseFFN(L.shared, in, T)
 	}
 	if L.sharedGate.rows > 0 {
 		// qwen35moe scales the shared expert by sigmoid(gate·h) per token.
-		g := make([]float32, T)
-		m.work.mulMat(&L.sharedGate, s.as.get(L.sharedGate.vt), g)
-		for t, v := range g {
-			sg := sigmoid(v)
-			for i := range shared[t*D : (t+1)*D] {
-				shared[t*D+i] *= sg
-			}
-		}
+		g := s.step.Tensor(T)
+		be.MulMat(g, &L.sharedGate, in)
+		be.ScaleRowsSigmoid(shared, g, T, D)
 	}
 	if L.latent != nil {
-		return s.latentMoE(ctx, il, hbuf, shared, T)
+		return s.latentMoE(ctx, il, in, hbuf, shared, T)
 	}
-	out := make([]float32, T*D)
-	return out, s.moe(ctx, il, hbuf, hbuf, shared, out, T)
+	out := s.step.Tensor(T * D)
+	return out, s.moe(ctx, il, in, hbuf, shared, out, T)
 }
 
-// denseFFN computes down(silu(gate·h)·up·h) for the T rows in s.as, as
+// denseFFN computes down(silu(gate·h)·up·h) for the T rows of in, as
 // llama.cpp's build_ffn with LLM_FFN_SILU and LLM_FFN_PAR.
-func (s *Session) denseFFN(f *ffnWeights, T int) []float32 {
-	m := s.m
+func (s *Session) denseFFN(f *ffnWeights, in Input, T int) Tensor {
+	be := s.be
 	F, D := f.up.rows, f.down.rows
-	up := make([]float32, T*F)
-	gate := make([]float32, T*F)
-	m.work.mulMat(&f.up, s.as.get(f.up.vt), up)
-	m.work.mulMat(&f.gate, s.as.get(f.gate.vt), gate)
-	for t := range T {
-		if h := m.Hparams; h.situ != nil {
-			h.situ.apply(gate[t*F:(t+1)*F], gate[t*F:(t+1)*F], up[t*F:(t+1)*F])
-		} else {
-			swiglu(gate[t*F:(t+1)*F], gate[t*F:(t+1)*F], up[t*F:(t+1)*F])
-		}
+	up, gate := s.step.Tensor(T*F), s.step.Tensor(T*F)
+	be.MulMat(up, &f.up, in)
+	be.MulMat(gate, &f.gate, in)
+	act := GLU{Kind: GLUSwiGLU}
+	if st := s.m.Hparams.situ; st != nil {
+		act = GLU{Kind: GLUSiTU, Beta: st.beta, LinearBeta: st.linearBeta}
 	}
-	var sub actSet
-	sub.reset(gate, F, T)
-	out := make([]float32, T*D)
-	m.work.mulMat(&f.down, sub.get(f.down.vt), out)
+	be.GLU(act, gate, gate, up, T, F)
+	out := s.step.Tensor(T * D)
+	be.MulMat(out, &f.down, be.Input(s.step, gate, F, T))
 	return out
 }
 
 // moe writes one layer's routed-expert block (plus the shared experts'
-// output, when not nil) to out: the router reads s.as (the normalised
-// input), the experts read in (T rows of the expert input width: the
-// same input, or kimi-k3's latent projection of it).
-func (s *Session) moe(ctx context.Context, il int, hbuf, in, shared, out []float32, T int) error {
-	h := s.m.Hparams
+// output, when not empty) to out: the router reads in (the normalised
+// input), the experts read x (T rows of the expert input width: the same
+// input, or kimi-k3's latent projection of it), on the host, and their
+// weighted sum goes back to the backend.
+func (s *Session) moe(ctx context.Context, il int, in Input, x, shared, out Tensor, T int) error {
+	h, be := s.m.Hparams, s.be
 	sc := &s.scratch
-	s.route(il, T)
+	s.route(il, in, T)
 	if pf, ok := s.m.experts.(Prefetcher); ok {
-		if guess := s.guessNext(il, T); guess != nil {
+		if guess := s.guessNext(il, in, T); guess != nil {
 			if err := pf.Prefetch(ctx, il+1, guess); err != nil {
 				return err
 			}
 		}
 	}
-	sc.layer, sc.hbuf = &s.m.layers[il], in
+	sc.layer, sc.hbuf = &s.m.layers[il], be.Read(x)
 	sc.contrib = grow(sc.contrib, T*h.ExpertsUsed*h.expertIn())
 	if err := s.m.experts.Fetch(ctx, il, sc.experts, sc.use); err != nil {
 		return err
@@ -413,20 +409,27 @@ func (s *Session) moe(ctx context.Context, il int, hbuf, in, shared, out []float
 	if s.Trace != nil {
 		s.recordRoutes(il, T)
 	}
-	s.addExperts(out, shared, T)
+	var sh []float32
+	if shared.Len() > 0 {
+		sh = be.Read(shared)
+	}
+	host := be.Read(out)
+	s.addExperts(host, sh, T)
+	be.Write(out, host)
 	return nil
 }
 
-// route runs the router on the normalised input in s.as, chooses each
-// token's experts, and lists which tokens use each chosen expert.
-func (s *Session) route(il int, T int) {
-	m, h := s.m, s.m.Hparams
+// route runs the router on the normalised input in, chooses each token's
+// experts on the host, and lists which tokens use each chosen expert.
+func (s *Session) route(il int, in Input, T int) {
+	m, h, be := s.m, s.m.Hparams, s.be
 	L := &m.layers[il]
 	E, K := h.Experts, h.ExpertsUsed
 	sc := &s.scratch
-	sc.logits = grow(sc.logits, T*E)
-	m.work.mulMat(&L.router, s.as.get(L.router.vt), sc.logits)
-	addBias(sc.logits, L.routerBias)
+	lt := s.step.Tensor(T * E)
+	be.MulMat(lt, &L.router, in)
+	be.AddBias(lt, &L.routerBias, T)
+	sc.logits = be.Read(lt)
 
 	sc.order = grow(sc.order, E)
 	sc.ids = grow(sc.ids, T*K)

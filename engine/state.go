@@ -1,42 +1,97 @@
 package engine
 
-// layerState is what one layer keeps of a session's sequence: the keys
-// and values of a full-attention layer (MLA's latents in k alone), or the
-// recurrent state of a linear-attention one. Both live outside the Go
-// heap (offHeap) and are freed with the session.
+// layerState is what one layer keeps of a session's sequence, on the
+// model's backend: the keys and values of a full-attention layer (MLA's
+// latents in k alone), or the recurrent state of a linear-attention one,
+// made on the layer's first token (fresh: by the step under way).
 type layerState struct {
-	k, v kvRows
-	rec  recurrent
+	k, v  KVStore
+	rec   RecurrentStore
+	fresh bool
 }
 
-// recurrent is a linear-attention layer's state: the convolution's last
-// inputs and each head's state matrix, of fixed sizes, allocated on the
-// layer's first token. A step that fails part way is undone from the
-// copy begin saved.
-type recurrent struct {
-	mem       *offHeap
-	conv, ssm []float32 // views of mem
-	saved     *offHeap  // the state as the step under way found it
-	fresh     bool      // the step under way allocated the state
-}
-
-// alloc makes the state, zeroed, on first use; later calls return it.
-func (r *recurrent) alloc(convN, ssmN int) error {
-	if r.mem != nil {
-		return nil
+// copyOf makes st a copy of src's first n positions (and its recurrent
+// state), in stores of their exact size.
+func (st *layerState) copyOf(src *layerState, n int) error {
+	var err error
+	if st.k, err = src.k.Clone(n); err != nil {
+		return err
 	}
+	if st.v, err = src.v.Clone(n); err != nil {
+		return err
+	}
+	if src.rec != nil {
+		st.rec, err = src.rec.Clone()
+	}
+	return err
+}
+
+// free returns the layer's state.
+func (st *layerState) free() {
+	if st.k != nil {
+		st.k.Free()
+	}
+	if st.v != nil {
+		st.v.Free()
+	}
+	if st.rec != nil {
+		st.rec.Free()
+		st.rec = nil
+	}
+}
+
+// bytes is the memory the layer's state holds.
+func (st *layerState) bytes() int64 {
+	n := st.k.Bytes() + st.v.Bytes()
+	if st.rec != nil {
+		n += st.rec.Bytes()
+	}
+	return n
+}
+
+// recurrentState returns layer il's recurrent state, making it (zeroed)
+// on first use.
+func (s *Session) recurrentState(il, conv, ssm int) (RecurrentStore, error) {
+	st := &s.state[il]
+	if st.rec == nil {
+		r, err := s.be.NewRecurrent(conv, ssm)
+		if err != nil {
+			return nil, err
+		}
+		st.rec, st.fresh = r, true
+	}
+	return st.rec, nil
+}
+
+// recurrent is the CPU backend's RecurrentStore: the convolution's last
+// inputs and each head's state matrix outside the Go heap, with the copy
+// that undoes a step that failed part way.
+type recurrent struct {
+	mem         *offHeap
+	conv, ssm   []float32 // views of mem
+	convT, ssmT Tensor    // the same, as tensors
+	saved       *offHeap  // the state as the step under way found it
+}
+
+// alloc makes the state, zeroed.
+func (r *recurrent) alloc(convN, ssmN int) error {
 	mem, err := newOffHeap(4 * (convN + ssmN))
 	if err != nil {
 		return err
 	}
-	f := mem.floats()
-	r.mem, r.conv, r.ssm, r.fresh = mem, f[:convN:convN], f[convN:], true
+	r.set(mem, convN)
 	return nil
+}
+
+func (r *recurrent) set(mem *offHeap, convN int) {
+	f := mem.floats()
+	r.mem, r.conv, r.ssm = mem, f[:convN:convN], f[convN:]
+	buf := &tbuf{host: f}
+	r.convT, r.ssmT = Tensor{buf: buf, n: convN}, Tensor{buf: buf, off: convN, n: len(f) - convN}
 }
 
 // begin saves the state before a step changes it.
 func (r *recurrent) begin() error {
-	r.fresh = false
 	if r.mem == nil {
 		return nil
 	}
@@ -51,12 +106,9 @@ func (r *recurrent) begin() error {
 	return nil
 }
 
-// abort puts back the state begin saved, or drops one the step made.
+// abort puts back the state begin saved.
 func (r *recurrent) abort() {
-	switch {
-	case r.fresh:
-		r.free()
-	case r.mem != nil && r.saved != nil:
+	if r.mem != nil && r.saved != nil {
 		copy(r.mem.b, r.saved.b)
 	}
 }
@@ -88,17 +140,21 @@ func (r *recurrent) clone() (recurrent, error) {
 		return recurrent{}, err
 	}
 	copy(mem.b, r.mem.b)
-	f := mem.floats()
-	convN := len(r.conv)
-	return recurrent{mem: mem, conv: f[:convN:convN], ssm: f[convN:]}, nil
+	var c recurrent
+	c.set(mem, len(r.conv))
+	return c, nil
 }
 
 // beginStep readies every layer's state for a step: the recurrent states
 // are saved, so that abortStep can undo what the step changes.
 func (s *Session) beginStep() error {
 	for i := range s.state {
-		if err := s.state[i].rec.begin(); err != nil {
-			return err
+		st := &s.state[i]
+		st.fresh = false
+		if st.rec != nil {
+			if err := st.rec.Save(); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -112,9 +168,15 @@ func (s *Session) beginStep() error {
 func (s *Session) abortStep() {
 	for i := range s.state {
 		st := &s.state[i]
-		st.k.truncate(s.n)
-		st.v.truncate(s.n)
-		st.rec.abort()
+		st.k.Truncate(s.n)
+		st.v.Truncate(s.n)
+		switch {
+		case st.fresh:
+			st.rec.Free()
+			st.rec, st.fresh = nil, false
+		case st.rec != nil:
+			st.rec.Restore()
+		}
 	}
 }
 
@@ -122,10 +184,11 @@ func (s *Session) abortStep() {
 // reachable; the session may not be used afterwards.
 func (s *Session) Close() {
 	for i := range s.state {
-		st := &s.state[i]
-		st.k.free()
-		st.v.free()
-		st.rec.free()
+		s.state[i].free()
+	}
+	if s.ar != nil {
+		s.ar.Free()
+		s.ar = nil
 	}
 }
 
@@ -134,8 +197,7 @@ func (s *Session) Close() {
 func (s *Session) StateBytes() int64 {
 	var n int64
 	for i := range s.state {
-		st := &s.state[i]
-		n += st.k.bytes() + st.v.bytes() + st.rec.bytes()
+		n += s.state[i].bytes()
 	}
 	return n
 }

@@ -305,25 +305,24 @@ func TestKVCacheTypesAgree(t *testing.T) {
 // its rounding. Keys in Q8_0 are dotted with the query in Q8_0, as ggml
 // does, and stay within the two roundings of the float dot product.
 func TestAttendOverQ8_0(t *testing.T) {
-	m := &Model{}
-	m.work.n = 1
-	s := &Session{m: m}
+	be := newCPUBackend(&workers{n: 1})
+	ar := be.NewArena()
 	const T, H, HD = 7, 2, 64
 	width := H * HD
 	q, k, v := make([]float32, T*width), make([]float32, T*width), make([]float32, T*width)
 	for i := range q {
 		q[i], k[i], v[i] = float32(math.Sin(float64(i)*0.37)), float32(math.Cos(float64(i)*0.11)), float32(math.Sin(float64(i)*0.23+1))
 	}
-	g := attnGeom{heads: H, group: 1, kDim: HD, vDim: HD, scale: 0.125}
-	rows := func(typ KVType, x []float32) *kvRows {
-		c := newKVRows(typ, width, T)
-		if err := c.append(x, T); err != nil {
+	g := AttnGeom{Heads: H, Group: 1, KDim: HD, VDim: HD, QStride: width, Scale: 0.125}
+	rows := func(typ KVType, x []float32) KVStore {
+		c := be.NewKV(typ, width, T)
+		if err := be.KVAppend(c, hostTensor(x), T); err != nil {
 			t.Fatal(err)
 		}
-		return &c
+		return c
 	}
-	decoded := func(c *kvRows) []float32 {
-		out, err := quant.Dequantize(nil, gguf.TypeQ8_0, c.raw())
+	decoded := func(c KVStore) []float32 {
+		out, err := quant.Dequantize(nil, gguf.TypeQ8_0, c.(*kvRows).raw())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -331,11 +330,12 @@ func TestAttendOverQ8_0(t *testing.T) {
 	}
 	kq, vq := rows(KVQ8_0, k), rows(KVQ8_0, v)
 	got, want := make([]float32, T*width), make([]float32, T*width)
-	s.attend(g, q, width, rows(KVF32, k), vq, T, got)
-	s.attend(g, q, width, rows(KVF32, k), rows(KVF32, decoded(vq)), T, want)
+	attend := func(out []float32, k, v KVStore) { be.Attend(ar, hostTensor(out), hostTensor(q), k, v, g, 0, T) }
+	attend(got, rows(KVF32, k), vq)
+	attend(want, rows(KVF32, k), rows(KVF32, decoded(vq)))
 	sameBits(t, "Q8_0 values", got, want)
-	s.attend(g, q, width, kq, rows(KVF32, v), T, got)
-	s.attend(g, q, width, rows(KVF32, decoded(kq)), rows(KVF32, v), T, want)
+	attend(got, kq, rows(KVF32, v))
+	attend(want, rows(KVF32, decoded(kq)), rows(KVF32, v))
 	for i := range got {
 		if d := math.Abs(float64(got[i] - want[i])); d > 2e-2 {
 			t.Fatalf("Q8_0 keys: output %d is %g, over the decoded keys %g", i, got[i], want[i])

@@ -80,6 +80,11 @@ type matrix struct {
 
 func (m *matrix) row(r int) []byte { return m.data[r*m.rowBytes : (r+1)*m.rowBytes] }
 
+// dequantizeRow appends row r of m, as float32s, to dst.
+func dequantizeRow(dst []float32, m *matrix, r int) ([]float32, error) {
+	return quant.Dequantize(dst, m.typ, m.row(r))
+}
+
 // bytes is the size of one [cols, rows] matrix.
 func (m *matrix) bytes() int { return m.rows * m.rowBytes }
 
