@@ -49,9 +49,9 @@ in the same run (the pinned npm package's C API through the oracle
 driver: model read into RAM, no mmap, F16 KV cache, flash attention off,
 the CPU variant llama.cpp picks, the same thread count).
 
-The prompt is --prompt-tokens ids (100, 101, …) evaluated as one batch
-(in batches of 512 when longer: gguftool's batch, and llama.cpp's default
-n_ubatch, which llama.cpp is then given too); then -n tokens are decoded
+The prompt is --prompt-tokens ids (100, 101, …) evaluated as one batch,
+or in batches of --batch-size when longer, and llama.cpp is then given
+the same ubatch (its own default is 512 too); then -n tokens are decoded
 greedily without stopping at end-of-generation. Load time is reported for
 both: gguftool's open of MODEL, llama.cpp's load of the GGUF.
 Run 1 starts with an empty expert cache (cold); later runs reuse it
@@ -82,8 +82,8 @@ Examples:
 			if o.PromptTokens < 1 || o.Tokens < 2 || o.Runs < 1 {
 				return cmdutil.FlagErrorf("bench decode: --prompt-tokens ≥ 1, -n ≥ 2 and --runs ≥ 1")
 			}
-			// One sequence's prompt is evaluated in batches of MaxBatch;
-			// sequences decoded together are prefilled in one.
+			// One sequence's prompt is evaluated in batches of
+			// --batch-size; sequences decoded together are prefilled in one.
 			if o.Parallel < 1 || (o.Parallel > 1 && o.Parallel*o.PromptTokens > engine.DefaultBatchSize) {
 				return cmdutil.FlagErrorf("bench decode: --parallel %d: want at least 1, with --parallel × --prompt-tokens at most %d", o.Parallel, engine.DefaultBatchSize)
 			}
@@ -209,7 +209,7 @@ func benchDecodeRun(ctx context.Context, o *BenchDecodeOptions) error {
 		}
 	}
 	if !o.NoLlamaCpp && ref != "" {
-		if err := measureLlamaCpp(ctx, o, ref, &res, say); err != nil {
+		if err := measureLlamaCpp(ctx, o, m, ref, &res, say); err != nil {
 			return err
 		}
 	}
@@ -281,9 +281,10 @@ func streamBound(ctx context.Context, pack string, last engine.Telemetry) (*Stre
 
 // measureLlamaCpp runs llama.cpp on the GGUF ref as many times as
 // gguftool ran, with the same prompt length, tokens and threads, and
-// records its speeds and the ratios; without the oracle installed it
-// says so and records nothing.
-func measureLlamaCpp(ctx context.Context, o *BenchDecodeOptions, ref string, res *DecodeResult, say func(string, ...any)) error {
+// records its speeds and the ratios, with the model's KV cache type and
+// batch size; without the oracle installed it says so and records
+// nothing.
+func measureLlamaCpp(ctx context.Context, o *BenchDecodeOptions, m *engine.Model, ref string, res *DecodeResult, say func(string, ...any)) error {
 	oracle, err := llamacpp.Find()
 	if errors.Is(err, llamacpp.ErrNotInstalled) {
 		say("llama.cpp: %v; measuring gguftool only", err)
@@ -292,9 +293,14 @@ func measureLlamaCpp(ctx context.Context, o *BenchDecodeOptions, ref string, res
 	if err != nil {
 		return err
 	}
-	bo := llamacpp.BenchOptions{PromptTokens: o.PromptTokens, Tokens: o.Tokens, Threads: res.Threads, Parallel: o.Parallel}
-	if o.PromptTokens > engine.DefaultBatchSize {
-		bo.UBatch = engine.DefaultBatchSize // as gguftool evaluates it; one batch of it all would need its square in scores
+	k, v := m.CacheTypes()
+	if k != v {
+		say("llama.cpp: the driver keeps keys and values in one type, and this run keeps keys in %s and values in %s; measuring gguftool only", k, v)
+		return nil
+	}
+	bo := llamacpp.BenchOptions{PromptTokens: o.PromptTokens, Tokens: o.Tokens, Threads: res.Threads, Parallel: o.Parallel, KV: k.String()}
+	if b := m.BatchSize(); o.PromptTokens > b && o.Parallel <= 1 {
+		bo.UBatch = b // as gguftool evaluates it; one batch of it all would need its square in scores
 	}
 	var pre, dec, load []float64
 	for r := range o.Runs {
