@@ -209,7 +209,7 @@ func benchDecodeRun(ctx context.Context, o *BenchDecodeOptions) error {
 		}
 	}
 	if !o.NoLlamaCpp && ref != "" {
-		if err := measureLlamaCpp(ctx, o, m, ref, &res, say); err != nil {
+		if err := measureLlamaCpp(ctx, o, ref, &res, say); err != nil {
 			return err
 		}
 	}
@@ -281,10 +281,9 @@ func streamBound(ctx context.Context, pack string, last engine.Telemetry) (*Stre
 
 // measureLlamaCpp runs llama.cpp on the GGUF ref as many times as
 // gguftool ran, with the same prompt length, tokens and threads, and
-// records its speeds and the ratios, with the model's KV cache type and
-// batch size; without the oracle installed it says so and records
-// nothing.
-func measureLlamaCpp(ctx context.Context, o *BenchDecodeOptions, m *engine.Model, ref string, res *DecodeResult, say func(string, ...any)) error {
+// records its speeds and the ratios; without the oracle installed it
+// says so and records nothing.
+func measureLlamaCpp(ctx context.Context, o *BenchDecodeOptions, ref string, res *DecodeResult, say func(string, ...any)) error {
 	oracle, err := llamacpp.Find()
 	if errors.Is(err, llamacpp.ErrNotInstalled) {
 		say("llama.cpp: %v; measuring gguftool only", err)
@@ -293,13 +292,8 @@ func measureLlamaCpp(ctx context.Context, o *BenchDecodeOptions, m *engine.Model
 	if err != nil {
 		return err
 	}
-	k, v := m.CacheTypes()
-	if k != v {
-		say("llama.cpp: the driver keeps keys and values in one type, and this run keeps keys in %s and values in %s; measuring gguftool only", k, v)
-		return nil
-	}
-	bo := llamacpp.BenchOptions{PromptTokens: o.PromptTokens, Tokens: o.Tokens, Threads: res.Threads, Parallel: o.Parallel, KV: k.String()}
-	if b := m.BatchSize(); o.PromptTokens > b && o.Parallel <= 1 {
+	bo := llamacpp.BenchOptions{PromptTokens: o.PromptTokens, Tokens: o.Tokens, Threads: res.Threads, Parallel: o.Parallel}
+	if b := o.Flags.BatchSize; o.PromptTokens > b {
 		bo.UBatch = b // as gguftool evaluates it; one batch of it all would need its square in scores
 	}
 	var pre, dec, load []float64
