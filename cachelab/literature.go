@@ -60,7 +60,10 @@ func (p *window) inWindow(e *keyHistory, t int64) []int64 {
 	for drop < len(e.recent) && e.recent[drop] <= t-p.w {
 		drop++
 	}
-	e.recent = e.recent[drop:]
+	// Shift down rather than reslice, so the slice keeps its capacity and
+	// a key used on every token stops allocating once its window is full.
+	n := copy(e.recent, e.recent[drop:])
+	e.recent = e.recent[:n]
 	return e.recent
 }
 

@@ -1,7 +1,6 @@
 package cachelab
 
 import (
-	"container/list"
 	"fmt"
 	"math"
 	"slices"
@@ -45,9 +44,9 @@ func newPolicy(name string, capacity int, o Options) (policy, error) {
 	case "lru":
 		return newLRU(), nil
 	case "lfu":
-		return &lfu{use: map[uint64]*lfuEntry{}}, nil
+		return &lfu{use: map[uint64]lfuEntry{}}, nil
 	case "lfru":
-		return &lfru{privCap: max(1, capacity/2), priv: newLRU(), unpriv: map[uint64]*lfuEntry{}}, nil
+		return &lfru{privCap: max(1, capacity/2), priv: newLRU(), unpriv: map[uint64]lfuEntry{}}, nil
 	case "window":
 		if o.Window <= 0 {
 			return nil, fmt.Errorf("cachelab: window of %d tokens: want at least 1", o.Window)
@@ -66,20 +65,76 @@ func newPolicy(name string, capacity int, o Options) (policy, error) {
 	return nil, fmt.Errorf("cachelab: unknown policy %q (have %s)", name, strings.Join(Policies, ", "))
 }
 
-// lru evicts the least recently used entry.
+// lru evicts the least recently used entry. Its list is intrusive: the
+// nodes live in one slice and a removed node goes on a free list, so a
+// cache that evicts on every token allocates nothing once it is full.
 type lru struct {
-	order *list.List // front = most recent
-	at    map[uint64]*list.Element
+	nodes []lruNode
+	at    map[uint64]int32
+	head  int32 // most recent; -1 when empty
+	tail  int32 // least recent
+	free  int32 // first free node; -1 when none
 }
 
-func newLRU() *lru { return &lru{order: list.New(), at: map[uint64]*list.Element{}} }
+type lruNode struct {
+	key        uint64
+	prev, next int32
+}
 
-func (p *lru) hit(k uint64, _ use)      { p.order.MoveToFront(p.at[k]) }
-func (p *lru) inserted(k uint64, _ use) { p.at[k] = p.order.PushFront(k) }
-func (p *lru) victim(int64) uint64      { return p.order.Back().Value.(uint64) }
+func newLRU() *lru { return &lru{at: map[uint64]int32{}, head: -1, tail: -1, free: -1} }
+
+func (p *lru) hit(k uint64, _ use) {
+	i := p.at[k]
+	p.unlink(i)
+	p.pushFront(i)
+}
+
+func (p *lru) inserted(k uint64, _ use) {
+	i := p.free
+	if i >= 0 {
+		p.free = p.nodes[i].next
+	} else {
+		i = int32(len(p.nodes))
+		p.nodes = append(p.nodes, lruNode{})
+	}
+	p.nodes[i].key = k
+	p.at[k] = i
+	p.pushFront(i)
+}
+
+func (p *lru) victim(int64) uint64 { return p.nodes[p.tail].key }
+
 func (p *lru) removed(k uint64) {
-	p.order.Remove(p.at[k])
+	i := p.at[k]
+	p.unlink(i)
 	delete(p.at, k)
+	p.nodes[i].next = p.free
+	p.free = i
+}
+
+func (p *lru) pushFront(i int32) {
+	n := &p.nodes[i]
+	n.prev, n.next = -1, p.head
+	if p.head >= 0 {
+		p.nodes[p.head].prev = i
+	} else {
+		p.tail = i
+	}
+	p.head = i
+}
+
+func (p *lru) unlink(i int32) {
+	n := p.nodes[i]
+	if n.prev >= 0 {
+		p.nodes[n.prev].next = n.next
+	} else {
+		p.head = n.next
+	}
+	if n.next >= 0 {
+		p.nodes[n.next].prev = n.prev
+	} else {
+		p.tail = n.prev
+	}
 }
 
 // lfu evicts the entry used least often since it was inserted, the least
@@ -87,7 +142,7 @@ func (p *lru) removed(k uint64) {
 // two entries tie.
 type lfu struct {
 	clock uint64
-	use   map[uint64]*lfuEntry
+	use   map[uint64]lfuEntry
 }
 
 type lfuEntry struct{ count, last uint64 }
@@ -97,20 +152,22 @@ func (p *lfu) hit(k uint64, _ use) {
 	e := p.use[k]
 	e.count++
 	e.last = p.clock
+	p.use[k] = e
 }
 func (p *lfu) inserted(k uint64, _ use) {
 	p.clock++
-	p.use[k] = &lfuEntry{count: 1, last: p.clock}
+	p.use[k] = lfuEntry{count: 1, last: p.clock}
 }
 func (p *lfu) victim(int64) uint64 { return leastFrequent(p.use) }
 func (p *lfu) removed(k uint64)    { delete(p.use, k) }
 
-func leastFrequent(m map[uint64]*lfuEntry) uint64 {
+func leastFrequent(m map[uint64]lfuEntry) uint64 {
 	var best uint64
-	var be *lfuEntry
+	var be lfuEntry
+	first := true
 	for k, e := range m {
-		if be == nil || e.count < be.count || (e.count == be.count && e.last < be.last) {
-			best, be = k, e
+		if first || e.count < be.count || (e.count == be.count && e.last < be.last) {
+			best, be, first = k, e, false
 		}
 	}
 	return best
@@ -124,7 +181,7 @@ func leastFrequent(m map[uint64]*lfuEntry) uint64 {
 type lfru struct {
 	privCap int
 	priv    *lru
-	unpriv  map[uint64]*lfuEntry
+	unpriv  map[uint64]lfuEntry
 	clock   uint64
 }
 
@@ -138,13 +195,13 @@ func (p *lfru) hit(k uint64, u use) {
 	if len(p.priv.at) >= p.privCap {
 		old := p.priv.victim(u.t)
 		p.priv.removed(old)
-		p.unpriv[old] = &lfuEntry{count: 2, last: p.clock}
+		p.unpriv[old] = lfuEntry{count: 2, last: p.clock}
 	}
 	p.priv.inserted(k, u)
 }
 func (p *lfru) inserted(k uint64, _ use) {
 	p.clock++
-	p.unpriv[k] = &lfuEntry{count: 1, last: p.clock}
+	p.unpriv[k] = lfuEntry{count: 1, last: p.clock}
 }
 func (p *lfru) victim(t int64) uint64 {
 	if len(p.unpriv) > 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 
 	"github.com/zeebo/xxh3"
 
@@ -18,6 +19,9 @@ type Reader struct {
 	Header *Header
 	r      io.ReaderAt
 	closer io.Closer
+
+	gapsOnce sync.Once
+	gapList  []span // the padding of a record, worked out once
 }
 
 // Open opens and validates the container at path, refusing a path that
@@ -112,7 +116,8 @@ func (r *Reader) ReadRecord(e int, buf []byte) ([]byte, error) {
 func (r *Reader) VerifyRecord(e int, rec []byte) error {
 	h := r.Header
 	base := h.RecordOffset(e)
-	for _, gap := range r.gaps() {
+	r.gapsOnce.Do(func() { r.gapList = r.gaps() })
+	for _, gap := range r.gapList {
 		for i := gap.lo; i < gap.hi; i++ {
 			if rec[i] != 0 {
 				return r.corrupt(base+i, e, "", "padding byte is %#02x, not zero", rec[i])

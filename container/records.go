@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 
 	"github.com/gguftool/gguftool/internal/ioengine"
 )
@@ -17,6 +18,7 @@ type RecordReader struct {
 	pack  *OpenPack
 	eng   *ioengine.Engine
 	files map[int]*ioengine.File // by layer
+	reqs  sync.Pool              // *[]*ioengine.Request, so a Submit allocates no list
 }
 
 // RecordRead asks for one expert's record. Buf must come from a pool whose
@@ -80,7 +82,15 @@ func (rr *RecordReader) File(layer int) *ioengine.File { return rr.files[layer] 
 // batch in the order they land. Each completed request's Tag is its
 // *RecordRead.
 func (rr *RecordReader) Submit(ctx context.Context, reads []*RecordRead) (*ioengine.Batch, error) {
-	reqs := make([]*ioengine.Request, len(reads))
+	list, _ := rr.reqs.Get().(*[]*ioengine.Request)
+	if list == nil {
+		list = new([]*ioengine.Request)
+	}
+	defer rr.reqs.Put(list) // the engine keeps the requests, not the list
+	if cap(*list) < len(reads) {
+		*list = make([]*ioengine.Request, len(reads))
+	}
+	reqs := (*list)[:len(reads)]
 	for i, rd := range reads {
 		r, ok := rr.pack.Containers[rd.Layer]
 		if !ok {

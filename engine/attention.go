@@ -225,8 +225,7 @@ func (s *Session) mlaAbsorbQueries(il int, q Tensor, T int) Tensor {
 	tmp := s.step.Tensor(T * kvr)
 	for hd := range H {
 		be.Copy(in, 0, nope, q, hd*qk, H*qk, nope, T)
-		wk := ml.wkB.slice(hd)
-		be.MulMat(tmp, &wk, be.Input(s.step, in, nope, T))
+		be.MulMat(tmp, &ml.wkBH[hd], be.Input(s.step, in, nope, T))
 		be.Copy(qa, hd*row, H*row, tmp, 0, kvr, kvr, T)
 		be.Copy(qa, hd*row+kvr, H*row, q, hd*qk+nope, H*qk, rp, T)
 	}
@@ -257,8 +256,7 @@ func (s *Session) mlaDecompress(il int, lat Tensor, T int) Tensor {
 	tmp := s.step.Tensor(T * a.Value)
 	for hd := range H {
 		be.Copy(in, 0, kvr, lat, hd*kvr, H*kvr, kvr, T)
-		wv := ml.wvB.slice(hd)
-		be.MulMat(tmp, &wv, be.Input(s.step, in, kvr, T))
+		be.MulMat(tmp, &ml.wvBH[hd], be.Input(s.step, in, kvr, T))
 		be.Copy(att, hd*a.Value, H*a.Value, tmp, 0, a.Value, a.Value, T)
 	}
 	return att

@@ -14,7 +14,8 @@ type BatchItem struct {
 }
 
 // EvalBatch evaluates every item's tokens in one forward pass and returns,
-// per item, the logits after its last token. The sessions' rows never mix:
+// per item, the logits after its last token (in that item's session's
+// buffer, valid until its next evaluation). The sessions' rows never mix:
 // each session attends over its own positions and keeps its own state;
 // what they share is each layer's routed experts, which are fetched once
 // per step for every row routed to them (one read from the pack, one
@@ -46,6 +47,8 @@ func (m *Model) EvalBatch(ctx context.Context, items []BatchItem) ([][]float32, 
 		}
 		return out, nil
 	}
+	m.passes.Lock()
+	defer m.passes.Unlock()
 	start := time.Now()
 	for _, it := range items {
 		if err := it.Session.beginStep(); err != nil {
@@ -160,8 +163,10 @@ func (m *Model) forwardBatch(ctx context.Context, items []BatchItem) ([][]float3
 	V := m.Hparams.Vocab
 	out := make([][]float32, len(items))
 	for i, it := range items {
-		out[i] = logits[i*V : (i+1)*V : (i+1)*V]
-		if err := it.Session.checkLogits(out[i], it.Session.n+off[i+1]-off[i]-1); err != nil {
+		s := it.Session
+		s.out = append(s.out[:0], logits[i*V:(i+1)*V]...)
+		out[i] = s.out
+		if err := s.checkLogits(out[i], s.n+off[i+1]-off[i]-1); err != nil {
 			return nil, err
 		}
 	}

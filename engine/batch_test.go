@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,14 +36,14 @@ func aloneLogits(t *testing.T, m *Model, p seqPlan) [][]float32 {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, l)
+		out = append(out, slices.Clone(l)) // the session's buffer: the next Eval reuses it
 	}
 	for range p.decode {
 		l, err := s.Eval(ctx, []int{Argmax(out[len(out)-1])}, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, l)
+		out = append(out, slices.Clone(l))
 	}
 	return out
 }
@@ -99,7 +100,7 @@ func batchedLogits(t *testing.T, m *Model, plans []seqPlan) [][][]float32 {
 			t.Fatal(err)
 		}
 		for j, i := range who {
-			out[i] = append(out[i], logits[j])
+			out[i] = append(out[i], slices.Clone(logits[j]))
 		}
 	}
 }
@@ -220,6 +221,55 @@ func TestEvalBatchRefuses(t *testing.T) {
 	} {
 		if _, err := m.EvalBatch(context.Background(), c.items); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want an error containing %q", c.items, err, c.want)
+		}
+	}
+}
+
+// TestConcurrentSessionsTakeTurns: sessions of one model evaluated from
+// several goroutines at once (streamed, so they share the expert cache
+// too) get the logits each gets alone. Run under -race it also proves the
+// model's working memory is never touched by two passes at once.
+func TestConcurrentSessionsTakeTurns(t *testing.T) {
+	_, pack := testModel(t, "qwen3moe", gguf.TypeQ8_0, nil)
+	m := open(t, pack, Options{Threads: 2, Cache: CacheOptions{Slots: 3}})
+	ctx := context.Background()
+	decode := func(seed uint64) ([]float32, error) {
+		s, err := m.NewSession(64)
+		if err != nil {
+			return nil, err
+		}
+		defer s.Close()
+		logits, err := s.Eval(ctx, randomPrompt(seed, 12), false)
+		for i := 0; err == nil && i < 8; i++ {
+			logits, err = s.Eval(ctx, []int{Argmax(logits)}, false)
+		}
+		return slices.Clone(logits), err
+	}
+	const n = 4
+	alone := make([][]float32, n)
+	for i := range alone {
+		var err error
+		if alone[i], err = decode(uint64(i + 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	together := make([][]float32, n)
+	errs := make(chan error, n)
+	for i := range together {
+		go func() {
+			var err error
+			together[i], err = decode(uint64(i + 1))
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		if !slices.Equal(alone[i], together[i]) {
+			t.Errorf("session %d: logits evaluated alongside others differ from alone", i)
 		}
 	}
 }

@@ -12,6 +12,9 @@ import (
 // Write copy nothing, and its weights are used where the loader put them.
 type cpuBackend struct {
 	work *workers
+	// The loops' jobs, reused under the workers' loop lock.
+	attn  attnJob
+	delta deltaJob
 }
 
 func newCPUBackend(w *workers) *cpuBackend { return &cpuBackend{work: w} }

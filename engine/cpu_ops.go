@@ -118,12 +118,113 @@ func (b *cpuBackend) Rope(ar Arena, x Tensor, r RopeJob) {
 }
 
 func (b *cpuBackend) Attend(ar Arena, dst, q Tensor, k, v KVStore, g AttnGeom, pos0, rows int) {
-	kc, vc := k.(*kvRows), v.(*kvRows)
-	if kc.typ == gguf.TypeF32 && vc.typ == gguf.TypeF32 {
-		b.attendF32(g, q.f32(), kc.f32(), kc.width, vc.f32(), vc.width, pos0, rows, dst.f32())
-		return
+	w := b.work
+	w.loop.Lock()
+	defer w.loop.Unlock()
+	j := &b.attn
+	j.prepare(g, q.f32(), k.(*kvRows), v.(*kvRows), pos0, rows, dst.f32(), w.n)
+	w.runLocked(rows*g.Heads, 1, j)
+	j.release()
+}
+
+// attnJob is Attend's loop over (row, head) pairs; the backend keeps one,
+// with each worker's scratch, so that attention allocates nothing once
+// the scratch has grown to the longest context seen.
+type attnJob struct {
+	g       AttnGeom
+	q, out  []float32
+	k, v    *kvRows
+	kc, vc  []float32 // the caches' floats, when F32
+	kdot    quant.Dotter
+	pos0, T int
+	scratch []attnScratch // per worker
+}
+
+type attnScratch struct {
+	scores []float32
+	qconv  []byte
+	vbuf   []float32
+}
+
+func (j *attnJob) prepare(g AttnGeom, q []float32, k, v *kvRows, pos0, T int, out []float32, workers int) {
+	*j = attnJob{g: g, q: q, out: out, k: k, v: v, pos0: pos0, T: T, scratch: j.scratch}
+	if k.typ == gguf.TypeF32 {
+		j.kc = k.f32()
+	} else {
+		var err error
+		if j.kdot, err = quant.NewDotter(k.typ, g.KDim); err != nil {
+			panic("engine: " + err.Error()) // checkCacheTypes checked the blocks
+		}
 	}
-	b.attendTyped(g, q.f32(), kc, vc, pos0, rows, dst.f32())
+	if v.typ == gguf.TypeF32 {
+		j.vc = v.f32()
+	}
+	for len(j.scratch) < workers {
+		j.scratch = append(j.scratch, attnScratch{})
+	}
+	for i := range j.scratch[:workers] {
+		sc := &j.scratch[i]
+		sc.scores = grow(sc.scores, pos0+T)
+		if v.typ != gguf.TypeF32 {
+			sc.vbuf = grow(sc.vbuf, valueBlock*g.VDim)
+		}
+	}
+}
+
+// release drops the job's references to the step's tensors and caches.
+func (j *attnJob) release() { *j = attnJob{scratch: j.scratch} }
+
+// run computes (row, head) pairs [lo, hi): each query head's scores over
+// the positions it sees, their softmax, and the weighted sum of the
+// values. With an F32 cache that is ggml's arithmetic on F32; with another
+// type each query head is converted to the keys' dot type once, as ggml
+// converts src1 of the key product (ggml_cpu_fp32_to_fp16,
+// quantize_row_q8_0), each score is a dot product with a cached key row in
+// its own type, the weights are rounded to F16 for F16 values, as ggml
+// converts them for its product with the values, and the values are
+// converted to float valueBlock rows at a time and accumulated in the
+// same order.
+func (j *attnJob) run(w, lo, hi int) {
+	g, k, v := &j.g, j.k, j.v
+	sc := &j.scratch[w]
+	vRow := g.Heads * g.VDim
+	for i := lo; i < hi; i++ {
+		t, hd := i/g.Heads, i%g.Heads
+		first, pos := g.span(j.pos0 + t)
+		qh := j.q[t*g.QStride+hd*g.KDim : t*g.QStride+(hd+1)*g.KDim]
+		kvh := hd / g.Group
+		scores := sc.scores[first : pos+1]
+		if k.typ == gguf.TypeF32 {
+			for p := range scores {
+				kr := j.kc[(first+p)*k.width+kvh*g.KDim:]
+				scores[p] = quant.DotFloat32(qh, kr[:g.KDim]) * g.Scale
+			}
+		} else {
+			sc.qconv, _ = quant.QuantizeActivations(sc.qconv[:0], k.typ, qh)
+			for p := range scores {
+				scores[p] = j.kdot.Dot(k.rowBytesOf(first+p, kvh*g.KDim, g.KDim), sc.qconv) * g.Scale
+			}
+		}
+		g.softmax(scores, hd)
+		if v.typ == gguf.TypeF16 {
+			for p, x := range scores {
+				scores[p] = quant.F16ToF32(quant.F32ToF16(x))
+			}
+		}
+		o := j.out[t*vRow+hd*g.VDim : t*vRow+(hd+1)*g.VDim]
+		clear(o)
+		if v.typ == gguf.TypeF32 {
+			accumulate(o, j.vc[first*v.width+kvh*g.VDim:], v.width, scores)
+			continue
+		}
+		for b := 0; b < len(scores); b += valueBlock {
+			n := min(valueBlock, len(scores)-b)
+			for r := range n {
+				quant.Dequantize(sc.vbuf[r*g.VDim:r*g.VDim], v.typ, v.rowBytesOf(first+b+r, kvh*g.VDim, g.VDim))
+			}
+			accumulate(o, sc.vbuf, g.VDim, scores[b:b+n])
+		}
+	}
 }
 
 // span is the positions a query at pos attends to: all up to it, or the
@@ -145,30 +246,6 @@ func (g *AttnGeom) softmax(sc []float32, hd int) {
 	}
 }
 
-// attendF32 is Attend over an F32 cache of kStride and vStride floats a
-// position.
-func (b *cpuBackend) attendF32(g AttnGeom, q, kc []float32, kStride int, vc []float32, vStride, pos0, T int, out []float32) {
-	vRow := g.Heads * g.VDim
-	b.work.forEach(T*g.Heads, 1, func(lo, hi int) {
-		scores := make([]float32, pos0+T)
-		for i := lo; i < hi; i++ {
-			t, hd := i/g.Heads, i%g.Heads
-			first, pos := g.span(pos0 + t)
-			qh := q[t*g.QStride+hd*g.KDim : t*g.QStride+(hd+1)*g.KDim]
-			kvh := hd / g.Group
-			sc := scores[first : pos+1]
-			for j := range sc {
-				kr := kc[(first+j)*kStride+kvh*g.KDim:]
-				sc[j] = quant.DotFloat32(qh, kr[:g.KDim]) * g.Scale
-			}
-			g.softmax(sc, hd)
-			o := out[t*vRow+hd*g.VDim : t*vRow+(hd+1)*g.VDim]
-			clear(o)
-			accumulate(o, vc[first*vStride+kvh*g.VDim:], vStride, sc)
-		}
-	})
-}
-
 // accumulate adds to o each value row (vb, a row every stride floats)
 // weighted by its score, summing every output in position order.
 func accumulate(o, vb []float32, stride int, sc []float32) {
@@ -184,82 +261,10 @@ func accumulate(o, vb []float32, stride int, sc []float32) {
 	}
 }
 
-// valueBlock is how many cached value rows attendTyped converts to float
+// valueBlock is how many cached value rows attention converts to float
 // at a time: the summation order, position by position, does not depend
 // on it.
 const valueBlock = 64
-
-// attendTyped is Attend over a cache of another type than F32: each
-// query head converted to the keys' dot type once, as ggml converts src1
-// of the key product (ggml_cpu_fp32_to_fp16, quantize_row_q8_0), each
-// score a dot product with a cached key row in its own type; the weights
-// rounded to F16 for F16 values, as ggml converts them for its product
-// with the values; and the values converted to float valueBlock rows at a
-// time and accumulated as attendF32 does.
-func (b *cpuBackend) attendTyped(g AttnGeom, q []float32, k, v *kvRows, pos0, T int, out []float32) {
-	vRow := g.Heads * g.VDim
-	var kdot quant.Dotter
-	if k.typ != gguf.TypeF32 {
-		var err error
-		if kdot, err = quant.NewDotter(k.typ, g.KDim); err != nil {
-			panic("engine: " + err.Error()) // checkCacheTypes checked the blocks
-		}
-	}
-	var kc, vc []float32
-	if k.typ == gguf.TypeF32 {
-		kc = k.f32()
-	}
-	if v.typ == gguf.TypeF32 {
-		vc = v.f32()
-	}
-	b.work.forEach(T*g.Heads, 1, func(lo, hi int) {
-		scores := make([]float32, pos0+T)
-		var qconv []byte
-		var vbuf []float32
-		if v.typ != gguf.TypeF32 {
-			vbuf = make([]float32, valueBlock*g.VDim)
-		}
-		for i := lo; i < hi; i++ {
-			t, hd := i/g.Heads, i%g.Heads
-			first, pos := g.span(pos0 + t)
-			qh := q[t*g.QStride+hd*g.KDim : t*g.QStride+(hd+1)*g.KDim]
-			kvh := hd / g.Group
-			sc := scores[first : pos+1]
-			if k.typ == gguf.TypeF32 {
-				for j := range sc {
-					kr := kc[(first+j)*k.width+kvh*g.KDim:]
-					sc[j] = quant.DotFloat32(qh, kr[:g.KDim]) * g.Scale
-				}
-			} else {
-				qconv, _ = quant.QuantizeActivations(qconv[:0], k.typ, qh)
-				for j := range sc {
-					sc[j] = kdot.Dot(k.rowBytesOf(first+j, kvh*g.KDim, g.KDim), qconv) * g.Scale
-				}
-			}
-			g.softmax(sc, hd)
-			if v.typ == gguf.TypeF16 {
-				// ggml converts the weights to F16, the value rows' type,
-				// before their product with the values.
-				for j, p := range sc {
-					sc[j] = quant.F16ToF32(quant.F32ToF16(p))
-				}
-			}
-			o := out[t*vRow+hd*g.VDim : t*vRow+(hd+1)*g.VDim]
-			clear(o)
-			if v.typ == gguf.TypeF32 {
-				accumulate(o, vc[first*v.width+kvh*g.VDim:], v.width, sc)
-				continue
-			}
-			for b := 0; b < len(sc); b += valueBlock {
-				n := min(valueBlock, len(sc)-b)
-				for j := range n {
-					quant.Dequantize(vbuf[j*g.VDim:j*g.VDim], v.typ, v.rowBytesOf(first+b+j, kvh*g.VDim, g.VDim))
-				}
-				accumulate(o, vbuf, g.VDim, sc[b:b+n])
-			}
-		}
-	})
-}
 
 // ConvSiLU is ggml_ssm_conv, a float sum in tap order, then ggml_silu.
 func (b *cpuBackend) ConvSiLU(ar Arena, dst, state Tensor, kernel *vector, x Tensor, C, K, T int) {
@@ -301,22 +306,56 @@ func (b *cpuBackend) DeltaGates(beta, alpha Tensor, dtBias, a *vector, rows, hea
 }
 
 func (b *cpuBackend) DeltaNet(ar Arena, state Tensor, j DeltaJob) {
-	st, conv, g, beta, out := state.f32(), j.Conv.f32(), j.G.f32(), j.Beta.f32(), j.Out.f32()
-	Sd, Hv := j.Size, j.Heads
-	b.work.forEach(Hv, 1, func(lo, hi int) {
-		scratch := make([]float32, Sd)
-		for hv := lo; hv < hi; hv++ {
-			kh := hv % j.KeyHeads // ggml_gated_delta_net pairs value head h with key head h mod H_k
-			s := st[hv*Sd*Sd : (hv+1)*Sd*Sd]
-			for t := range j.Rows {
-				row := conv[t*j.ConvStride : (t+1)*j.ConvStride]
-				q := row[j.QOff+kh*Sd : j.QOff+(kh+1)*Sd]
-				k := row[j.KOff+kh*Sd : j.KOff+(kh+1)*Sd]
-				v := row[j.VOff+hv*Sd : j.VOff+(hv+1)*Sd]
-				deltaStep(s, q, k, v, g[t*Hv+hv], beta[t*Hv+hv], out[t*j.OutStride+hv*Sd:][:Sd], scratch)
+	b.runDelta(state, j, false)
+}
+
+// runDelta runs a delta rule's heads over the workers: the gated delta
+// net's (a decay per head) or, kda, Kimi delta attention's (per channel).
+func (b *cpuBackend) runDelta(state Tensor, j DeltaJob, kda bool) {
+	w := b.work
+	w.loop.Lock()
+	defer w.loop.Unlock()
+	d := &b.delta
+	*d = deltaJob{DeltaJob: j, kda: kda, st: state.f32(), conv: j.Conv.f32(), g: j.G.f32(), beta: j.Beta.f32(), out: j.Out.f32(), scratch: d.scratch}
+	for len(d.scratch) < w.n {
+		d.scratch = append(d.scratch, nil)
+	}
+	for i := range d.scratch[:w.n] {
+		d.scratch[i] = grow(d.scratch[i], 2*j.Size)
+	}
+	w.runLocked(j.Heads, 1, d)
+	*d = deltaJob{scratch: d.scratch}
+}
+
+// deltaJob is a delta rule's loop over heads; the backend keeps one, with
+// each worker's scratch.
+type deltaJob struct {
+	DeltaJob
+	kda                    bool
+	st, conv, g, beta, out []float32
+	scratch                [][]float32 // per worker
+}
+
+func (d *deltaJob) run(w, lo, hi int) {
+	Sd, H := d.Size, d.Heads
+	scratch := d.scratch[w]
+	for h := lo; h < hi; h++ {
+		s := d.st[h*Sd*Sd : (h+1)*Sd*Sd]
+		kh := h % d.KeyHeads // ggml_gated_delta_net pairs value head h with key head h mod H_k
+		for t := range d.Rows {
+			row := d.conv[t*d.ConvStride:]
+			q := row[d.QOff+kh*Sd : d.QOff+(kh+1)*Sd]
+			k := row[d.KOff+kh*Sd : d.KOff+(kh+1)*Sd]
+			v := row[d.VOff+h*Sd : d.VOff+(h+1)*Sd]
+			out := d.out[t*d.OutStride+h*Sd:][:Sd]
+			if d.kda {
+				at := t*H*Sd + h*Sd
+				deltaStepKDA(s, q, k, v, d.g[at:at+Sd], d.beta[t*H+h], out, scratch[:2*Sd])
+			} else {
+				deltaStep(s, q, k, v, d.g[t*H+h], d.beta[t*H+h], out, scratch[:Sd])
 			}
 		}
-	})
+	}
 }
 
 func (b *cpuBackend) KDADecay(gt Tensor, dtBias, a *vector, lowerBound float32, rows, heads, dim int) {
@@ -335,25 +374,7 @@ func (b *cpuBackend) KDADecay(gt Tensor, dtBias, a *vector, lowerBound float32, 
 	}
 }
 
-func (b *cpuBackend) KDA(ar Arena, state Tensor, j DeltaJob) {
-	st, conv, g, beta, out := state.f32(), j.Conv.f32(), j.G.f32(), j.Beta.f32(), j.Out.f32()
-	Sd, H := j.Size, j.Heads
-	inner := H * Sd
-	b.work.forEach(H, 1, func(lo, hi int) {
-		scratch := make([]float32, 2*Sd)
-		for hd := lo; hd < hi; hd++ {
-			s := st[hd*Sd*Sd : (hd+1)*Sd*Sd]
-			for t := range j.Rows {
-				row := conv[t*j.ConvStride:]
-				at := t*inner + hd*Sd
-				q := row[j.QOff+hd*Sd : j.QOff+(hd+1)*Sd]
-				k := row[j.KOff+hd*Sd : j.KOff+(hd+1)*Sd]
-				v := row[j.VOff+hd*Sd : j.VOff+(hd+1)*Sd]
-				deltaStepKDA(s, q, k, v, g[at:at+Sd], beta[t*H+hd], out[t*j.OutStride+hd*Sd:][:Sd], scratch)
-			}
-		}
-	})
-}
+func (b *cpuBackend) KDA(ar Arena, state Tensor, j DeltaJob) { b.runDelta(state, j, true) }
 
 func (b *cpuBackend) ResMix(ar Arena, dst, cur Tensor, checkpoints []Tensor, score *vector, eps float32, T, D int) {
 	d, c := dst.f32(), cur.f32()

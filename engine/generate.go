@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime/metrics"
 	"slices"
 	"time"
 )
@@ -161,6 +162,11 @@ type Telemetry struct {
 	PrefillTokPerS  float64 `json:"prefill_tokens_per_second"`
 	DecodeSeconds   float64 `json:"decode_seconds"`
 	DecodeTokPerS   float64 `json:"decode_tokens_per_second"`
+	// DecodeAllocsPerToken is the process's heap allocations during the
+	// decode phase per decoded token: the engine's passes allocate
+	// nothing, so it counts only what other goroutines allocated (none
+	// in a benchmark).
+	DecodeAllocsPerToken float64 `json:"decode_allocs_per_token"`
 	// Prefill and Decode are the expert source's counters over each phase.
 	Prefill SourceStats `json:"experts_prefill"`
 	Decode  SourceStats `json:"experts_decode"`
@@ -197,7 +203,7 @@ func (m *Model) Generate(ctx context.Context, prompt []int, o GenerateOptions) (
 		return nil, err
 	}
 	s.Trace = o.Trace
-	g := &Generation{StopReason: "length"}
+	g := &Generation{StopReason: "length", Tokens: make([]int, 0, o.MaxTokens)}
 	tel := &g.Telemetry
 	tel.PromptTokens, tel.Threads = len(prompt), m.work.n
 	before := m.experts.Stats()
@@ -218,6 +224,8 @@ func (m *Model) Generate(ctx context.Context, prompt []int, o GenerateOptions) (
 	mid := m.experts.Stats()
 	tel.Prefill = mid.Sub(before)
 	sampler := NewSampler(o.Sampler)
+	one := []int{0} // each decoded token, in a slice made once
+	allocs := heapAllocs()
 	start = time.Now()
 	for len(g.Tokens) < o.MaxTokens {
 		id, err := sampler.Next(logits)
@@ -237,18 +245,29 @@ func (m *Model) Generate(ctx context.Context, prompt []int, o GenerateOptions) (
 		if len(g.Tokens) == o.MaxTokens {
 			break
 		}
-		if logits, err = s.Eval(ctx, []int{id}, false); err != nil {
+		one[0] = id
+		if logits, err = s.Eval(ctx, one, false); err != nil {
 			return g, err
 		}
 	}
 	tel.DecodeSeconds = time.Since(start).Seconds()
 	tel.GeneratedTokens = len(g.Tokens)
+	if n := len(g.Tokens) - 1; n > 0 {
+		tel.DecodeAllocsPerToken = float64(heapAllocs()-allocs) / float64(n)
+	}
 	tel.Decode = m.experts.Stats().Sub(mid)
 	tel.PrefillTokPerS = rate(len(prompt), tel.PrefillSeconds)
 	// The first token comes from the prefill's logits; decode speed counts
 	// the forward passes after it.
 	tel.DecodeTokPerS = rate(max(0, len(g.Tokens)-1), tel.DecodeSeconds)
 	return g, nil
+}
+
+// heapAllocs is the count of heap objects the process has allocated.
+func heapAllocs() uint64 {
+	sample := [1]metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
+	metrics.Read(sample[:])
+	return sample[0].Value.Uint64()
 }
 
 func rate(n int, sec float64) float64 {

@@ -134,7 +134,8 @@ func (a *situ) apply(dst, gate, up []float32) {
 func (s *Session) residualLayers(ctx context.Context, x, buf Tensor, T int) error {
 	be, h := s.be, s.m.Hparams
 	D := h.Embd
-	var stack []Tensor // checkpoints, each T × D
+	stack := s.scratch.stack[:0] // checkpoints, each T × D
+	defer func() { s.scratch.stack = stack[:0] }()
 	prefix := x
 	cur := s.step.Tensor(T * D)
 	for il := range s.m.layers {

@@ -47,13 +47,14 @@ type ffnWeights struct{ gate, up, down matrix }
 
 // mlaLayer is one block of multi-head latent attention.
 type mlaLayer struct {
-	wqA, wqB   matrix // the query LoRA (wq holds the direct projection when there is none)
-	qANorm     vector // RMSNorm between wqA and wqB
-	wkvA       matrix // x → [latent | shared RoPE key]
-	kvANorm    vector // RMSNorm of the latent
-	wkB, wvB   matrix // absorbed layout: per head, [nope → latent] and [latent → value]
-	wkvB       matrix // legacy layout: latent → per head [key nope | value]
-	qRowFloats int    // floats of one token's query: heads × (nope + rope)
+	wqA, wqB   matrix   // the query LoRA (wq holds the direct projection when there is none)
+	qANorm     vector   // RMSNorm between wqA and wqB
+	wkvA       matrix   // x → [latent | shared RoPE key]
+	kvANorm    vector   // RMSNorm of the latent
+	wkB, wvB   matrix   // absorbed layout: per head, [nope → latent] and [latent → value]
+	wkBH, wvBH []matrix // the same, one matrix per head
+	wkvB       matrix   // legacy layout: latent → per head [key nope | value]
+	qRowFloats int      // floats of one token's query: heads × (nope + rope)
 }
 
 // deltaNetLayer is one gated delta-net layer's weights. Its output
@@ -253,6 +254,12 @@ func (m *Model) loadMLA(ll *layerLoader, L *layer) {
 	if a.Absorbed {
 		ll.mat(&ml.wkB, "attn_k_b.weight", a.NoPE, a.KVLoraRank, H)
 		ll.mat(&ml.wvB, "attn_v_b.weight", a.KVLoraRank, a.Value, H)
+		if ml.wkB.data != nil && ml.wvB.data != nil {
+			for hd := range H {
+				ml.wkBH = append(ml.wkBH, ml.wkB.slice(hd))
+				ml.wvBH = append(ml.wvBH, ml.wvB.slice(hd))
+			}
+		}
 	} else {
 		ll.mat(&ml.wkvB, "attn_kv_b.weight", a.KVLoraRank, H*(a.NoPE+a.Value), 0)
 	}

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/zeebo/xxh3"
 
@@ -74,6 +75,11 @@ type Model struct {
 	kvK, kvV KVType // the sessions' cache types
 	batch    int    // the most positions per forward pass
 	be       Backend
+
+	// passes lets one forward pass run at a time: the backend's working
+	// memory and the expert source's cache belong to the model, and
+	// sessions evaluated from several goroutines take turns.
+	passes sync.Mutex
 }
 
 // Open loads a model: a GGUF file or split set (every expert resident), or

@@ -87,32 +87,49 @@ func (s *actSet) get(vt gguf.Type) *acts {
 // chunk. Every output is its row's kernel's result, bit for bit, whichever
 // path computes it.
 func (w *workers) mulMat(m *matrix, a *acts, out []float32) {
-	rows, n := m.rows, a.n
-	tiled := tiledTokens(n)
-	var ta *quant.TileActs
-	if tiled > 0 {
-		ta = a.tileActs(m.dot)
+	w.loop.Lock()
+	defer w.loop.Unlock()
+	j := &w.mul
+	j.m, j.a, j.out = m, a, out
+	j.tiled, j.ta = tiledTokens(a.n), nil
+	if j.tiled > 0 {
+		j.ta = a.tileActs(m.dot)
 	}
-	grain := max(4, 4096/max(1, m.rowBytes*n)) // about a page of weights per chunk
-	w.forEach(rows, grain, func(lo, hi int) {
-		four := lo + (hi-lo)&^3
-		if tiled > 0 {
-			mulTiles(m, ta, tiled, lo, four, out)
+	grain := max(4, 4096/max(1, m.rowBytes*a.n)) // about a page of weights per chunk
+	w.runLocked(m.rows, grain, j)
+	*j = mulJob{}
+}
+
+// mulJob is one matrix product's loop over weight rows; the workers keep
+// one, so that a product allocates nothing.
+type mulJob struct {
+	m     *matrix
+	a     *acts
+	ta    *quant.TileActs
+	tiled int
+	out   []float32
+}
+
+func (j *mulJob) run(_, lo, hi int) {
+	m, a, out := j.m, j.a, j.out
+	rows, n, tiled := m.rows, a.n, j.tiled
+	four := lo + (hi-lo)&^3
+	if tiled > 0 {
+		mulTiles(m, j.ta, tiled, lo, four, out)
+	}
+	// Four rows at a time share each activation load.
+	for r := lo; r < four; r += 4 {
+		wr := m.data[r*m.rowBytes : (r+4)*m.rowBytes]
+		for t := tiled; t < n; t++ {
+			m.dot.Dot4(wr, m.rowBytes, a.row(t), (*[4]float32)(out[t*rows+r:]))
 		}
-		// Four rows at a time share each activation load.
-		for r := lo; r < four; r += 4 {
-			wr := m.data[r*m.rowBytes : (r+4)*m.rowBytes]
-			for t := tiled; t < n; t++ {
-				m.dot.Dot4(wr, m.rowBytes, a.row(t), (*[4]float32)(out[t*rows+r:]))
-			}
+	}
+	for r := four; r < hi; r++ {
+		wr := m.row(r)
+		for t := range n {
+			out[t*rows+r] = m.dot.Dot(wr, a.row(t))
 		}
-		for r := four; r < hi; r++ {
-			wr := m.row(r)
-			for t := range n {
-				out[t*rows+r] = m.dot.Dot(wr, a.row(t))
-			}
-		}
-	})
+	}
 }
 
 // tileMinTokens is the fewest tokens worth a tile of their own: a tile

@@ -46,6 +46,19 @@ type packExperts struct {
 	// later than it is for the next step.
 	lastFetched int
 	positions   int64 // evaluated over every batch so far: the cache's clock
+
+	// Fetch's working lists and the record reads, kept so that a fetch
+	// allocates nothing: one wave of reads is in flight at a time.
+	hits                    []cachedHit
+	misses, demand, guessed []int
+	wave                    []*container.RecordRead
+	free                    []*container.RecordRead // reads done with
+}
+
+// cachedHit is an expert found in the cache, with its record.
+type cachedHit struct {
+	expert int
+	rec    []byte
 }
 
 // batchClock is an expert source whose cache keeps time in tokens, as a
@@ -201,12 +214,13 @@ func openPackExperts(p *container.OpenPack, h *Hparams, o CacheOptions) (*packEx
 
 func (ps *packExperts) Layout(layer int) ExpertLayout { return ps.layers[layer].layout }
 
-func (ps *packExperts) expert(layer int, from trace.Level, comp func(int) []byte) Expert {
-	return ps.layers[layer].expert(from, comp)
-}
-
-// expert assembles one expert from its record's components.
-func (pl *packLayer) expert(from trace.Level, comp func(int) []byte) Expert {
+// expert assembles one expert of layer from its record's components.
+func (ps *packExperts) expert(layer int, from trace.Level, rec []byte) Expert {
+	pl, hdr := &ps.layers[layer], ps.pack.Containers[layer].Header
+	comp := func(c int) []byte {
+		cp := &hdr.Components[c]
+		return rec[cp.Offset : cp.Offset+cp.BytesPerExpert]
+	}
 	w := Expert{Down: comp(pl.down), From: from}
 	switch {
 	case pl.gateUp >= 0:
@@ -223,27 +237,16 @@ func (pl *packLayer) expert(from trace.Level, comp func(int) []byte) Expert {
 }
 
 func (ps *packExperts) Fetch(ctx context.Context, layer int, experts []int, use func(int, Expert) error) error {
-	hdr := ps.pack.Containers[layer].Header
-	component := func(rec []byte) func(int) []byte {
-		return func(c int) []byte {
-			comp := &hdr.Components[c]
-			return rec[comp.Offset : comp.Offset+comp.BytesPerExpert]
-		}
-	}
-	type hit struct {
-		expert int
-		rec    []byte
-	}
-	var hits []hit
-	var misses []int
+	hits, misses := ps.hits[:0], ps.misses[:0]
 	for _, e := range experts {
 		ps.stats.Fetches++
 		if rec, ok := ps.cache.get(cacheKey(layer, e)); ok {
-			hits = append(hits, hit{e, rec})
+			hits = append(hits, cachedHit{e, rec})
 			continue
 		}
 		misses = append(misses, e)
 	}
+	ps.hits, ps.misses = hits, misses // their arrays, for the next fetch
 	ps.stats.Hits += uint64(len(hits))
 	ps.stats.Misses += uint64(len(misses))
 
@@ -252,7 +255,8 @@ func (ps *packExperts) Fetch(ctx context.Context, layer int, experts []int, use 
 	pf := ps.takePrefetch(layer, misses)
 	var guessed []int
 	if pf != nil {
-		demand := misses[:0:0]
+		demand := ps.demand[:0]
+		guessed = ps.guessed[:0]
 		for _, e := range misses {
 			if slices.ContainsFunc(pf.reads, func(rd *container.RecordRead) bool { return rd.Expert == e }) {
 				guessed = append(guessed, e)
@@ -260,6 +264,7 @@ func (ps *packExperts) Fetch(ctx context.Context, layer int, experts []int, use 
 				demand = append(demand, e)
 			}
 		}
+		ps.demand, ps.guessed = demand, guessed
 		misses = demand
 	}
 	// Reads ahead hold staging buffers until they are used or dropped:
@@ -275,18 +280,18 @@ func (ps *packExperts) Fetch(ctx context.Context, layer int, experts []int, use 
 		return err
 	}
 	for _, h := range hits {
-		if err := use(h.expert, ps.expert(layer, trace.LevelRAM, component(h.rec))); err != nil {
+		if err := use(h.expert, ps.expert(layer, trace.LevelRAM, h.rec)); err != nil {
 			ps.dropAll()
 			return errors.Join(err, ps.drain(batch, reads))
 		}
 	}
 	if pf != nil {
-		if err := ps.usePrefetch(layer, pf, guessed, use, component); err != nil {
+		if err := ps.usePrefetch(layer, pf, guessed, use); err != nil {
 			return errors.Join(err, ps.drain(batch, reads))
 		}
 	}
 	for {
-		if err := ps.complete(ctx, layer, batch, reads, component, use); err != nil {
+		if err := ps.complete(ctx, layer, batch, reads, use); err != nil {
 			return err
 		}
 		misses = misses[wave:]
@@ -305,15 +310,16 @@ func (ps *packExperts) submit(ctx context.Context, layer int, experts []int) (*i
 	if len(experts) == 0 {
 		return nil, nil, nil
 	}
-	reads := make([]*container.RecordRead, 0, len(experts))
+	reads := ps.wave[:0]
 	for _, e := range experts {
 		buf, err := ps.staging.Get(ctx)
 		if err != nil {
 			ps.release(reads)
 			return nil, nil, err
 		}
-		reads = append(reads, &container.RecordRead{Layer: layer, Expert: e, Buf: buf})
+		reads = append(reads, ps.newRead(layer, e, buf))
 	}
+	ps.wave = reads
 	batch, err := ps.rr.Submit(ctx, reads)
 	if err != nil {
 		ps.release(reads)
@@ -325,7 +331,7 @@ func (ps *packExperts) submit(ctx context.Context, layer int, experts []int) (*i
 
 // complete computes each record of a batch as it lands, then caches it.
 func (ps *packExperts) complete(ctx context.Context, layer int, batch *ioengine.Batch, reads []*container.RecordRead,
-	component func([]byte) func(int) []byte, use func(int, Expert) error) error {
+	use func(int, Expert) error) error {
 	if batch == nil {
 		return nil
 	}
@@ -346,12 +352,13 @@ func (ps *packExperts) complete(ctx context.Context, layer int, batch *ioengine.
 		}
 		rec := rd.Record()
 		ps.stats.BytesRead += uint64(len(rec))
-		if err := use(rd.Expert, ps.expert(layer, trace.LevelSSD, component(rec))); err != nil {
+		if err := use(rd.Expert, ps.expert(layer, trace.LevelSSD, rec)); err != nil {
 			return errors.Join(err, ps.drain(batch, reads))
 		}
 		ps.cache.put(cacheKey(layer, rd.Expert), rec)
 	}
 	ps.release(reads)
+	batch.Release()
 	return nil
 }
 
@@ -361,6 +368,7 @@ func (ps *packExperts) complete(ctx context.Context, layer int, batch *ioengine.
 func (ps *packExperts) drain(batch *ioengine.Batch, reads []*container.RecordRead) error {
 	if batch != nil {
 		_ = batch.Wait()
+		batch.Release()
 	}
 	ps.release(reads)
 	return nil
@@ -372,7 +380,20 @@ func (ps *packExperts) release(reads []*container.RecordRead) {
 			_ = ps.staging.Put(rd.Buf)
 			rd.Buf = nil
 		}
+		ps.free = append(ps.free, rd)
 	}
+}
+
+// newRead is a record read of expert e of layer into buf, reusing one
+// done with.
+func (ps *packExperts) newRead(layer, e int, buf *ioengine.Buffer) *container.RecordRead {
+	if n := len(ps.free); n > 0 {
+		rd := ps.free[n-1]
+		ps.free = ps.free[:n-1]
+		*rd = container.RecordRead{Layer: layer, Expert: e, Buf: buf}
+		return rd
+	}
+	return &container.RecordRead{Layer: layer, Expert: e, Buf: buf}
 }
 
 func (ps *packExperts) Stats() SourceStats {

@@ -27,11 +27,24 @@ type workers struct {
 	busy  atomic.Int64 // helpers still in the current loop
 
 	// The current loop, published before gen is bumped.
-	fn   func(lo, hi int)
+	job  job
 	size int
 	end  int
 	next atomic.Int64
+
+	// mul is the matrix product's job, reused under loop (mulMat).
+	mul mulJob
 }
+
+// job is a loop's body: run computes indices [lo, hi) on worker w (0 is
+// the calling goroutine, 1… the helpers), so that a job can keep scratch
+// per worker instead of allocating it per call.
+type job interface{ run(w, lo, hi int) }
+
+// funcJob runs a plain function as a job.
+type funcJob func(lo, hi int)
+
+func (f funcJob) run(_, lo, hi int) { f(lo, hi) }
 
 // spinRounds is how long a helper polls for the next loop before parking
 // (each round yields the processor once): about a millisecond.
@@ -39,12 +52,12 @@ const spinRounds = 4096
 
 func (w *workers) launch() {
 	w.wake = sync.NewCond(&w.mu)
-	for range w.n - 1 {
-		go w.helper()
+	for id := 1; id < w.n; id++ {
+		go w.helper(id)
 	}
 }
 
-func (w *workers) helper() {
+func (w *workers) helper(id int) {
 	// Helpers start before the first loop is published, so loop 1 is
 	// the first they wait for.
 	var seen uint64
@@ -64,51 +77,64 @@ func (w *workers) helper() {
 			return
 		}
 		seen = w.gen.Load()
-		w.chunks()
+		w.chunks(id)
 		w.busy.Add(-1)
 	}
 }
 
-func (w *workers) chunks() {
+func (w *workers) chunks(id int) {
 	for {
 		lo := int(w.next.Add(int64(w.size))) - w.size
 		if lo >= w.end {
 			return
 		}
-		w.fn(lo, min(lo+w.size, w.end))
+		w.job.run(id, lo, min(lo+w.size, w.end))
 	}
 }
 
 // forEach calls fn(lo, hi) over [0, n) in chunks of at least grain
 // indices, spread over the threads, and returns when all are done.
 func (w *workers) forEach(n, grain int, fn func(lo, hi int)) {
+	w.loop.Lock()
+	defer w.loop.Unlock()
+	w.runLocked(n, grain, funcJob(fn))
+}
+
+// run is forEach for a job, which may keep scratch per worker.
+func (w *workers) run(n, grain int, j job) {
+	w.loop.Lock()
+	defer w.loop.Unlock()
+	w.runLocked(n, grain, j)
+}
+
+// runLocked runs j over [0, n) with loop held: a caller that fills a
+// job the workers own (mul) holds it from before it fills the job.
+func (w *workers) runLocked(n, grain int, j job) {
 	if n <= 0 {
 		return
 	}
 	grain = max(grain, 1)
 	threads := min(w.n, (n+grain-1)/grain)
 	if threads <= 1 {
-		fn(0, n)
+		j.run(0, 0, n)
 		return
 	}
 	w.start.Do(w.launch)
-	w.loop.Lock()
-	defer w.loop.Unlock()
 	// Two chunks per thread: long runs of rows for the hardware
 	// prefetcher, and some slack when one core is busy.
 	size := max(grain, (n+2*threads-1)/(2*threads))
-	w.fn, w.size, w.end = fn, (size+3)&^3, n
+	w.job, w.size, w.end = j, (size+3)&^3, n
 	w.next.Store(0)
 	w.busy.Store(int64(w.n - 1))
 	w.mu.Lock()
 	w.gen.Add(1)
 	w.wake.Broadcast()
 	w.mu.Unlock()
-	w.chunks()
+	w.chunks(0)
 	for w.busy.Load() > 0 {
 		runtime.Gosched()
 	}
-	w.fn = nil
+	w.job = nil
 }
 
 // close stops the helpers.

@@ -98,7 +98,7 @@ func (ps *packExperts) Prefetch(ctx context.Context, layer int, experts []int) e
 			pf.reads = nil
 			return err
 		}
-		pf.reads = append(pf.reads, &container.RecordRead{Layer: layer, Expert: e, Buf: buf})
+		pf.reads = append(pf.reads, ps.newRead(layer, e, buf))
 	}
 	batch, err := ps.rr.Submit(ctx, pf.reads)
 	if err != nil {
@@ -150,10 +150,10 @@ func (ps *packExperts) takePrefetch(layer int, misses []int) *prefetchState {
 // usePrefetch waits for a layer's speculative reads and passes each
 // landed expert the router picked to use, then caches it; the others are
 // counted as wasted.
-func (ps *packExperts) usePrefetch(layer int, pf *prefetchState, wanted []int, use func(int, Expert) error,
-	component func([]byte) func(int) []byte) error {
+func (ps *packExperts) usePrefetch(layer int, pf *prefetchState, wanted []int, use func(int, Expert) error) error {
 	defer func() {
 		ps.release(pf.reads)
+		pf.batch.Release() // every read returned (Next or Wait ran out)
 		pf.reads, pf.batch = pf.reads[:0], nil
 	}()
 	for {
@@ -184,7 +184,7 @@ func (ps *packExperts) usePrefetch(layer int, pf *prefetchState, wanted []int, u
 		if pf.kind == guessNextToken {
 			ps.stats.PrefetchAcrossUsed++
 		}
-		if err := use(rd.Expert, ps.expert(layer, trace.LevelSSD, component(rec))); err != nil {
+		if err := use(rd.Expert, ps.expert(layer, trace.LevelSSD, rec)); err != nil {
 			_ = pf.batch.Wait()
 			return err
 		}
@@ -204,6 +204,7 @@ func (ps *packExperts) dropPrefetch(pf *prefetchState) {
 		ps.wasted(rd)
 	}
 	ps.release(pf.reads)
+	pf.batch.Release()
 	pf.reads, pf.batch = pf.reads[:0], nil
 }
 
@@ -246,8 +247,10 @@ func (s *Session) guessWith(L *layer, in Input, T int) []int {
 	be.MulMat(gt, &L.router, in)
 	be.AddBias(gt, &L.routerBias, T)
 	sc.guess = be.Read(gt)
-	picked := make([]bool, E)
-	order := make([]int, E)
+	sc.picked = grow(sc.picked, E)
+	clear(sc.picked)
+	sc.order = grow(sc.order, E)
+	picked, order := sc.picked, sc.order
 	for t := range T {
 		row := sc.guess[t*E : (t+1)*E]
 		if L.probsBias.present() {
@@ -265,12 +268,13 @@ func (s *Session) guessWith(L *layer, in Input, T int) []int {
 			picked[e] = true
 		}
 	}
-	var guess []int
+	guess := sc.guessed[:0]
 	for e, p := range picked {
 		if p {
 			guess = append(guess, e)
 		}
 	}
+	sc.guessed = guess
 	return guess
 }
 

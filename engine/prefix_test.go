@@ -19,6 +19,7 @@ func continueFrom(t *testing.T, s *Session, rest []int, n int) []float32 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	out = slices.Clone(out) // the session's buffer: the next Eval reuses it
 	return append(out, greedy(t, s, out, n)...)
 }
 

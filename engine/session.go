@@ -36,9 +36,10 @@ type Session struct {
 	stats   EvalStats
 	scratch moeScratch
 
-	be   Backend // the model's
-	ar   Arena   // the session's scratch, made on its first step
-	step Arena   // the scratch of the step under way: ar, or a batch's lead's
+	out  []float32 // the logits Eval and EvalBatch return
+	be   Backend   // the model's
+	ar   Arena     // the session's scratch, made on its first step
+	step Arena     // the scratch of the step under way: ar, or a batch's lead's
 }
 
 // RouteEvent is one routed expert of one position in one layer: its rank
@@ -117,6 +118,10 @@ func (e *ContextError) Error() string {
 
 // Eval appends tokens to the sequence and returns the logits after each
 // of them (all true: len(tokens) × vocab values) or after the last only.
+// The logits are the session's own buffer, valid until its next
+// evaluation (as llama.cpp's llama_get_logits): a caller that keeps them
+// copies them. Decoding a token allocates nothing. Sessions of one model
+// may be evaluated from several goroutines: their passes take turns.
 func (s *Session) Eval(ctx context.Context, tokens []int, all bool) ([]float32, error) {
 	h := s.m.Hparams
 	if len(tokens) == 0 {
@@ -135,7 +140,9 @@ func (s *Session) Eval(ctx context.Context, tokens []int, all bool) ([]float32, 
 	if err := s.grow(s.n+len(tokens), len(tokens) > 1); err != nil {
 		return nil, err
 	}
-	var out []float32
+	s.m.passes.Lock()
+	defer s.m.passes.Unlock()
+	s.out = s.out[:0]
 	B := s.m.batch
 	for lo := 0; lo < len(tokens); lo += B {
 		hi := min(lo+B, len(tokens))
@@ -143,9 +150,9 @@ func (s *Session) Eval(ctx context.Context, tokens []int, all bool) ([]float32, 
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, logits...)
+		s.out = append(s.out, logits...)
 	}
-	return out, nil
+	return s.out, nil
 }
 
 // Reserve makes room in the session's cache for n positions at once (at
@@ -246,7 +253,8 @@ func (s *Session) beginArena(a Arena) {
 }
 
 // outputRows is the output head over n rows of final hidden state: the
-// output norm, then the logits, n × vocab, read back to the host.
+// output norm, then the logits, n × vocab, read back to the host (valid
+// until the step's arena is reset).
 func (s *Session) outputRows(x Tensor, n int) []float32 {
 	m, h, be := s.m, s.m.Hparams, s.be
 	D := h.Embd
@@ -254,7 +262,7 @@ func (s *Session) outputRows(x Tensor, n int) []float32 {
 	be.RMSNorm(hn, x, &m.outNorm, h.RMSEps, n, D)
 	logits := s.step.Tensor(n * h.Vocab)
 	be.MulMat(logits, &m.output, be.Input(s.step, hn, D, n))
-	return append([]float32(nil), be.Read(logits)...)
+	return be.Read(logits)
 }
 
 func addBias(y, b []float32) {
@@ -271,11 +279,13 @@ func addBias(y, b []float32) {
 // instead of allocating its own: a decode step runs this block once per
 // layer, and each allocation would be garbage a few microseconds later.
 type moeScratch struct {
-	logits []float32 // T × E router probabilities
-	order  []int     // E expert ids, sorted per token
-	sel    []float32 // E selection scores (biased, group-masked)
-	guess  []float32 // T × E next-layer router logits, for prefetch
-	across []float32 // the final hidden state's last row, normed, for prefetch across steps
+	logits  []float32 // T × E router probabilities
+	order   []int     // E expert ids, sorted per token
+	sel     []float32 // E selection scores (biased, group-masked)
+	guess   []float32 // T × E next-layer router logits, for prefetch
+	picked  []bool    // per expert: guessed for some row
+	guessed []int     // the guess: its experts in id order
+	across  []float32 // the final hidden state's last row, normed, for prefetch across steps
 
 	groupScore []float32
 	groupOrder []int
@@ -286,6 +296,8 @@ type moeScratch struct {
 	uses       [][]int       // per expert id: t·K+slot of each use
 	from       []trace.Level // per expert id: where it was served from
 	contrib    []float32     // T × K × D weighted expert outputs
+
+	stack []Tensor // kimi-k3's residual checkpoints
 
 	in, up, gate, act, down []float32
 	sub                     actSet
@@ -571,11 +583,13 @@ func (s *Session) addExperts(out, shared []float32, T int) {
 	}
 }
 
-// grow returns b with length n, reusing its memory when it is big enough;
-// the contents are not kept.
+// grow returns b with length n, reusing its memory when it is big enough
+// and otherwise making room for twice what it held, so that a buffer
+// sized by a growing sequence is not made again at every position; the
+// contents are not kept.
 func grow[T any](b []T, n int) []T {
 	if cap(b) < n {
-		return make([]T, n)
+		return make([]T, n, max(n, 2*cap(b)))
 	}
 	return b[:n]
 }

@@ -65,6 +65,7 @@ func transcript(t testing.TB, m *Model, n int) []float32 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	out = slices.Clone(out) // the session's buffer: the next Eval reuses it
 	return append(out, greedy(t, s, out[len(out)-m.Hparams.Vocab:], n)...)
 }
 

@@ -109,6 +109,10 @@ type Engine struct {
 	closing sync.Once
 	faults  faults
 	st      counters
+
+	// Done with, for the next Submit: a steady stream of batches of the
+	// same size allocates nothing.
+	ops, batches, opLists sync.Pool // *op, *Batch, *[]*op
 }
 
 // New starts an engine with the backend o asks for.
@@ -210,6 +214,19 @@ type Batch struct {
 	done chan *Request // completed requests; buffered for all of them
 	left int
 	errs []error
+	e    *Engine
+}
+
+// Release hands a batch whose every request has been returned (Next gave
+// false, or Wait returned) back to its engine for a later Submit; the
+// batch may not be used afterwards. A batch never released is simply
+// collected.
+func (b *Batch) Release() {
+	if b != nil && b.left == 0 && b.e != nil {
+		e := b.e
+		*b = Batch{done: b.done, errs: b.errs[:0]}
+		e.batches.Put(b)
+	}
 }
 
 // Next returns the next request to complete, waiting for it, or false once
@@ -246,8 +263,18 @@ func (e *Engine) Submit(ctx context.Context, reqs []*Request) (*Batch, error) {
 	if err := e.q.err(); err != nil {
 		return nil, err
 	}
-	b := &Batch{ctx: ctx, done: make(chan *Request, len(reqs)), left: len(reqs)}
-	ops := make([]*op, 0, len(reqs))
+	b, _ := e.batches.Get().(*Batch)
+	if b == nil || cap(b.done) < len(reqs) {
+		b = &Batch{done: make(chan *Request, len(reqs))}
+	}
+	b.ctx, b.left, b.e = ctx, len(reqs), e
+	list, _ := e.opLists.Get().(*[]*op)
+	if list == nil {
+		list = new([]*op)
+	}
+	defer e.opLists.Put(list) // the queue keeps the ops, not the list
+	ops := (*list)[:0]
+	defer func() { clear(ops); *list = ops[:0] }()
 	for _, r := range reqs {
 		r.N, r.Err = 0, nil
 		o, err := e.prepare(r, b)
@@ -322,14 +349,19 @@ func (e *Engine) prepare(r *Request, b *Batch) (*op, error) {
 		f.endIO()
 		return nil, fail(err)
 	}
-	return &op{
+	o, _ := e.ops.Get().(*op)
+	if o == nil {
+		o = new(op)
+	}
+	*o = op{
 		req:   r,
 		batch: b,
 		f:     f,
 		dst:   r.Buf.b[r.BufOff : r.BufOff+r.Len],
 		addr:  r.Buf.addr + uintptr(r.BufOff),
 		want:  int(min(int64(r.Len), f.size-r.Off)),
-	}, nil
+	}
+	return o, nil
 }
 
 // check refuses a request the kernel would refuse or answer with garbage.
@@ -424,6 +456,10 @@ func (e *Engine) finish(o *op, err error) {
 		e.st.failed.Add(1)
 	}
 	o.batch.done <- r // never blocks: the channel has room for the whole batch
+	// Nothing refers to the op any more: the backend let go of it before
+	// finishing it.
+	*o = op{}
+	e.ops.Put(o)
 }
 
 // queue holds ops not yet started, first in first out, shared by Submit and
