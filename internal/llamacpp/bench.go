@@ -22,8 +22,8 @@ type BenchResult struct {
 }
 
 // BenchOptions configure a speed run. Unlike the correctness modes it uses
-// llama.cpp's defaults: the CPU variant llama.cpp picks for this machine,
-// an F16 KV cache.
+// the CPU variant llama.cpp picks for this machine and, by default,
+// llama.cpp's F16 KV cache.
 type BenchOptions struct {
 	PromptTokens int
 	Tokens       int
@@ -36,11 +36,22 @@ type BenchOptions struct {
 	// n_batch and n_ubatch) instead of the whole prompt in one; one
 	// sequence only.
 	UBatch int
+	// KV is the KV cache type, "f16" (the default, as "") or "f32"; or
+	// "q8_0", which llama.cpp runs with flash attention on.
+	KV string
 }
 
 // Bench runs llama.cpp once on model.
 func (o *Oracle) Bench(ctx context.Context, model string, b BenchOptions) (*BenchResult, error) {
-	args := []string{"--bins", o.Bins, "--cpu", "best", "--threads", strconv.Itoa(b.Threads), "--kv", "f16", model, "bench",
+	kv := b.KV
+	switch kv {
+	case "":
+		kv = "f16"
+	case "f16", "f32", "q8_0":
+	default:
+		return nil, fmt.Errorf("llamacpp: bench with a %q KV cache: the driver runs f32, f16 or q8_0", kv)
+	}
+	args := []string{"--bins", o.Bins, "--cpu", "best", "--threads", strconv.Itoa(b.Threads), "--kv", kv, model, "bench",
 		"--prompt-tokens", strconv.Itoa(b.PromptTokens), "-n", strconv.Itoa(b.Tokens)}
 	if b.MMap {
 		args = append(args, "--mmap")

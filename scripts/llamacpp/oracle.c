@@ -4,9 +4,9 @@
 //   oracle --bins DIR MODEL load
 //   oracle --bins DIR MODEL generate --prompt 1,2,3 -n 16
 //   oracle --bins DIR MODEL score --ids 1,2,3,4 [--top 16] [--logits-out FILE] [--sequential]
-//   oracle --bins DIR MODEL bench --prompt-tokens 32 -n 128 [--kv f16] [--cpu best] [--mmap] [--parallel P] [--ubatch N]
+//   oracle --bins DIR MODEL bench --prompt-tokens 32 -n 128 [--kv f16|q8_0] [--cpu best] [--mmap] [--parallel P] [--ubatch N]
 //
-// Common flags: --kv f32|f16 (KV cache type, default f32), --threads N
+// Common flags: --kv f32|f16|q8_0 (KV cache type, default f32; q8_0 with flash attention, bench only), --threads N
 // (default 2), --cpu VARIANT (the ggml CPU backend library to load,
 // default haswell, so that hosts with AVX-512 record the same numbers).
 // Flash attention is always off. Output is one JSON object on stdout.
@@ -263,8 +263,15 @@ int main(int argc, char **argv) {
     if (!strcmp(kv, "f32")) {
         cp.type_k = GGML_TYPE_F32;
         cp.type_v = GGML_TYPE_F32;
+    } else if (!strcmp(kv, "q8_0")) {
+        // A quantized V cache needs flash attention in llama.cpp; for
+        // bench only, where the numerics are not compared.
+        if (strcmp(mode, "bench")) die("--kv q8_0 is for bench");
+        cp.type_k = GGML_TYPE_Q8_0;
+        cp.type_v = GGML_TYPE_Q8_0;
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
     } else if (strcmp(kv, "f16")) {
-        die("--kv must be f32 or f16");
+        die("--kv must be f32, f16 or q8_0");
     }
     if (n_ids + n_gen > (int)cp.n_ctx) die("sequence longer than the context");
     struct llama_context *ctx = llama_init_from_model(model, cp);

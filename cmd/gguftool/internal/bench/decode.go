@@ -46,13 +46,16 @@ func NewCmdBenchDecode(f *cmdutil.Factory, runF func(context.Context, *BenchDeco
 		Long: `Measure the runtime's prefill and decode speed on MODEL (a GGUF, or a pack
 whose experts stream through the cache), and llama.cpp's on the same GGUF
 in the same run (the pinned npm package's C API through the oracle
-driver: model read into RAM, no mmap, F16 KV cache, flash attention off,
-the CPU variant llama.cpp picks, the same thread count).
+driver: model read into RAM, no mmap, the run's KV cache type
+(--cache-type-k/v, F16 by default), flash attention off (on for a Q8_0
+cache, which llama.cpp needs it for), the CPU variant llama.cpp picks,
+the same thread count).
 
 The prompt is --prompt-tokens ids (100, 101, …) evaluated as one batch,
 or in batches of --batch-size when longer, and llama.cpp is then given
 the same ubatch (its own default is 512 too); then -n tokens are decoded
-greedily without stopping at end-of-generation. Load time is reported for
+greedily without stopping at end-of-generation. The report gives the heap
+allocations per decoded token too (the engine's own are none). Load time is reported for
 both: gguftool's open of MODEL, llama.cpp's load of the GGUF.
 Run 1 starts with an empty expert cache (cold); later runs reuse it
 (warm). With --parallel P above 1, P sequences (prompt ids 100 + 13s,
@@ -84,8 +87,8 @@ Examples:
 			}
 			// One sequence's prompt is evaluated in batches of
 			// --batch-size; sequences decoded together are prefilled in one.
-			if o.Parallel < 1 || (o.Parallel > 1 && o.Parallel*o.PromptTokens > engine.DefaultBatchSize) {
-				return cmdutil.FlagErrorf("bench decode: --parallel %d: want at least 1, with --parallel × --prompt-tokens at most %d", o.Parallel, engine.DefaultBatchSize)
+			if b := o.Flags.BatchSize; o.Parallel < 1 || (o.Parallel > 1 && o.Parallel*o.PromptTokens > b) {
+				return cmdutil.FlagErrorf("bench decode: --parallel %d: want at least 1, with --parallel × --prompt-tokens at most --batch-size (%d)", o.Parallel, b)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), o)
@@ -148,6 +151,9 @@ type Speeds struct {
 	DecodeCold  float64 `json:"decode_cold"`
 	Prefill     float64 `json:"prefill"` // median over the warm runs (all runs for llama.cpp)
 	Decode      float64 `json:"decode"`
+	// DecodeAllocs is gguftool's heap allocations per decoded token,
+	// the warm runs' median (absent for llama.cpp).
+	DecodeAllocs *float64 `json:"decode_allocs_per_token,omitempty"`
 }
 
 // StreamBound relates a pack's decode to its I/O.
@@ -209,7 +215,7 @@ func benchDecodeRun(ctx context.Context, o *BenchDecodeOptions) error {
 		}
 	}
 	if !o.NoLlamaCpp && ref != "" {
-		if err := measureLlamaCpp(ctx, o, ref, &res, say); err != nil {
+		if err := measureLlamaCpp(ctx, o, m, ref, &res, say); err != nil {
 			return err
 		}
 	}
@@ -228,7 +234,7 @@ func measureOurs(ctx context.Context, o *BenchDecodeOptions, m *engine.Model, re
 	for i := range prompt {
 		prompt[i] = (100 + i) % m.Hparams.Vocab
 	}
-	var warmPrefill, warmDecode []float64
+	var warmPrefill, warmDecode, warmAllocs []float64
 	for r := range o.Runs {
 		var t engine.Telemetry
 		if o.Parallel > 1 {
@@ -251,9 +257,12 @@ func measureOurs(ctx context.Context, o *BenchDecodeOptions, m *engine.Model, re
 		if r > 0 || o.Runs == 1 {
 			warmPrefill = append(warmPrefill, t.PrefillTokPerS)
 			warmDecode = append(warmDecode, t.DecodeTokPerS)
+			warmAllocs = append(warmAllocs, t.DecodeAllocsPerToken)
 		}
 	}
 	res.Ours.Prefill, res.Ours.Decode = median(warmPrefill), median(warmDecode)
+	allocs := median(warmAllocs)
+	res.Ours.DecodeAllocs = &allocs
 	res.Experts = m.Experts().Stats()
 	return nil
 }
@@ -281,9 +290,10 @@ func streamBound(ctx context.Context, pack string, last engine.Telemetry) (*Stre
 
 // measureLlamaCpp runs llama.cpp on the GGUF ref as many times as
 // gguftool ran, with the same prompt length, tokens and threads, and
-// records its speeds and the ratios; without the oracle installed it
-// says so and records nothing.
-func measureLlamaCpp(ctx context.Context, o *BenchDecodeOptions, ref string, res *DecodeResult, say func(string, ...any)) error {
+// records its speeds and the ratios, with the model's KV cache type and
+// batch size; without the oracle installed it says so and records
+// nothing.
+func measureLlamaCpp(ctx context.Context, o *BenchDecodeOptions, m *engine.Model, ref string, res *DecodeResult, say func(string, ...any)) error {
 	oracle, err := llamacpp.Find()
 	if errors.Is(err, llamacpp.ErrNotInstalled) {
 		say("llama.cpp: %v; measuring gguftool only", err)
@@ -292,8 +302,13 @@ func measureLlamaCpp(ctx context.Context, o *BenchDecodeOptions, ref string, res
 	if err != nil {
 		return err
 	}
-	bo := llamacpp.BenchOptions{PromptTokens: o.PromptTokens, Tokens: o.Tokens, Threads: res.Threads, Parallel: o.Parallel}
-	if b := o.Flags.BatchSize; o.PromptTokens > b {
+	k, v := m.CacheTypes()
+	if k != v {
+		say("llama.cpp: the driver keeps keys and values in one type, and this run keeps keys in %s and values in %s; measuring gguftool only", k, v)
+		return nil
+	}
+	bo := llamacpp.BenchOptions{PromptTokens: o.PromptTokens, Tokens: o.Tokens, Threads: res.Threads, Parallel: o.Parallel, KV: k.String()}
+	if b := m.BatchSize(); o.PromptTokens > b && o.Parallel <= 1 {
 		bo.UBatch = b // as gguftool evaluates it; one batch of it all would need its square in scores
 	}
 	var pre, dec, load []float64
@@ -319,8 +334,8 @@ func measureLlamaCpp(ctx context.Context, o *BenchDecodeOptions, ref string, res
 func printDecode(w io.Writer, res *DecodeResult, runs int) {
 	fmt.Fprintf(w, "model %s, %d threads, %s kernels, prompt %d tokens, %d decoded, %d runs\n", res.Model, res.Threads, res.Kernels,
 		res.PromptTokens, res.Tokens, runs)
-	fmt.Fprintf(w, "gguftool   prefill %7.1f tok/s (cold %7.1f)   decode %6.1f tok/s (cold %6.1f)   load %.2f s\n",
-		res.Ours.Prefill, res.Ours.PrefillCold, res.Ours.Decode, res.Ours.DecodeCold, res.Ours.LoadSeconds)
+	fmt.Fprintf(w, "gguftool   prefill %7.1f tok/s (cold %7.1f)   decode %6.1f tok/s (cold %6.1f)   load %.2f s   %.1f allocs/token\n",
+		res.Ours.Prefill, res.Ours.PrefillCold, res.Ours.Decode, res.Ours.DecodeCold, res.Ours.LoadSeconds, *res.Ours.DecodeAllocs)
 	if res.LlamaCpp != nil {
 		fmt.Fprintf(w, "llama.cpp  prefill %7.1f tok/s               decode %6.1f tok/s                load %.2f s\n",
 			res.LlamaCpp.Prefill, res.LlamaCpp.Decode, res.LlamaCpp.LoadSeconds)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"runtime/metrics"
 	"time"
 
 	"github.com/gguftool/gguftool/engine"
@@ -21,6 +22,7 @@ func decodeTogether(ctx context.Context, m *engine.Model, n, promptTokens, token
 		if err != nil {
 			return tel, err
 		}
+		defer sess.Close()
 		prompt := make([]int, promptTokens)
 		for i := range prompt {
 			prompt[i] = (100 + 13*s + i) % V
@@ -35,16 +37,22 @@ func decodeTogether(ctx context.Context, m *engine.Model, n, promptTokens, token
 	}
 	tel.PrefillSeconds = time.Since(start).Seconds()
 	mid := m.Experts().Stats()
+	next := make([]int, n) // each step's tokens, one per sequence
+	for s := range items {
+		items[s].Tokens = next[s : s+1]
+	}
+	allocs := heapAllocs()
 	start = time.Now()
 	for step := 1; step < tokens; step++ {
 		for s := range items {
-			items[s].Tokens = []int{engine.Argmax(logits[s])}
+			next[s] = engine.Argmax(logits[s])
 		}
 		if logits, err = m.EvalBatch(ctx, items); err != nil {
 			return tel, err
 		}
 	}
 	tel.DecodeSeconds = time.Since(start).Seconds()
+	tel.DecodeAllocsPerToken = float64(heapAllocs()-allocs) / float64(n*(tokens-1))
 	tel.GeneratedTokens = n * tokens
 	tel.Prefill, tel.Decode = mid.Sub(before), m.Experts().Stats().Sub(mid)
 	tel.PrefillTokPerS = float64(n*promptTokens) / tel.PrefillSeconds
@@ -62,4 +70,11 @@ func cacheState(m *engine.Model) string {
 		return "warm"
 	}
 	return "cold"
+}
+
+// heapAllocs is the count of heap objects the process has allocated.
+func heapAllocs() uint64 {
+	sample := [1]metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
+	metrics.Read(sample[:])
+	return sample[0].Value.Uint64()
 }
