@@ -97,7 +97,7 @@ func FuzzHparams(f *testing.F) {
 			return // the writer refused the metadata
 		}
 		defer os.Remove(path)
-		m, err := Open(path, Options{Threads: 1})
+		m, err := Open(context.Background(), path, Options{Threads: 1})
 		if err != nil {
 			var me *ModelError
 			if !errors.As(err, &me) && !errors.Is(err, ErrUnsupported) {

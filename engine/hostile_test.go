@@ -113,7 +113,7 @@ func TestBlockCountBelowTheFile(t *testing.T) {
 			t.Errorf("%s: %v; want a malformed-model error naming a %s tensor", what, err, block)
 		}
 	}
-	m, err := Open(path, Options{Threads: 1})
+	m, err := Open(context.Background(), path, Options{Threads: 1})
 	if err == nil {
 		m.Close()
 	}
@@ -123,7 +123,7 @@ func TestBlockCountBelowTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, o := range []Options{{Threads: 1}, {Threads: 1, ResidentExperts: true}} {
-		m, err := Open(pack, o)
+		m, err := Open(context.Background(), pack, o)
 		if err == nil {
 			m.Close()
 		}

@@ -41,6 +41,10 @@ type Options struct {
 	// prompts are evaluated in batches of it (llama.cpp's n_ubatch), which
 	// bounds the activations' memory. 0 means DefaultBatchSize.
 	BatchSize int
+	// Progress, if set, is told as Open reads weights into RAM: the bytes
+	// read so far and the bytes it will read in all, after every 16 MiB
+	// at most. The last call has done equal to total.
+	Progress func(done, total int64)
 }
 
 // Model is a loaded model: hyper-parameters, the non-expert weights in RAM,
@@ -84,8 +88,9 @@ type Model struct {
 
 // Open loads a model: a GGUF file or split set (every expert resident), or
 // a pack directory (experts streamed through the cache, or all resident
-// with Options.ResidentExperts).
-func Open(path string, o Options) (*Model, error) {
+// with Options.ResidentExperts). Once ctx is done it stops reading within
+// 16 MiB, frees what it read and returns the context's error.
+func Open(ctx context.Context, path string, o Options) (*Model, error) {
 	if o.BatchSize < 0 || o.BatchSize > MaxBatchSize {
 		return nil, fmt.Errorf("engine: a batch size of %d: want 1 to %d (0 for %d)", o.BatchSize, MaxBatchSize, DefaultBatchSize)
 	}
@@ -98,14 +103,20 @@ func Open(path string, o Options) (*Model, error) {
 		m.work.n = runtime.GOMAXPROCS(0)
 	}
 	m.be = newCPUBackend(&m.work)
-	var err error
-	if st, serr := os.Stat(path); serr == nil && st.IsDir() {
-		err = m.openPack(path, o)
-	} else {
-		err = m.openGGUF(path, o)
+	lm := &loadMeter{ctx: ctx, report: o.Progress}
+	err := lm.cancelled()
+	if err == nil {
+		if st, serr := os.Stat(path); serr == nil && st.IsDir() {
+			err = m.openPack(path, o, lm)
+		} else {
+			err = m.openGGUF(path, o, lm)
+		}
 	}
 	if err == nil {
 		err = m.checkCacheTypes()
+	}
+	if err == nil {
+		lm.finish()
 	}
 	if err != nil {
 		m.Close()
@@ -114,7 +125,7 @@ func Open(path string, o Options) (*Model, error) {
 	return m, nil
 }
 
-func (m *Model) openGGUF(path string, o Options) error {
+func (m *Model) openGGUF(path string, o Options, lm *loadMeter) error {
 	set, err := gguf.OpenSet(path)
 	if err != nil {
 		return err
@@ -127,16 +138,21 @@ func (m *Model) openGGUF(path string, o Options) error {
 	if m.digest, err = identity(m.Meta.ReaderAt(), m.Meta.DataOffset); err != nil {
 		return err
 	}
-	l := &loader{tab: setTable{set}, mem: &m.mem}
+	l := &loader{tab: setTable{set}, mem: &m.mem, meter: lm}
+	rl, err := m.residentLoader(l, o.Resident)
+	if err != nil {
+		return err
+	}
+	lm.total = tableBytes(l.tab, m.Hparams.Layers, true) + tableBytes(rl.tab, m.Hparams.Layers, false)
 	res, err := loadResidentExperts(l, m.Hparams)
 	if err != nil {
 		return err
 	}
 	m.experts = res
-	return m.loadResident(l, o.Resident)
+	return m.loadResident(rl)
 }
 
-func (m *Model) openPack(dir string, o Options) error {
+func (m *Model) openPack(dir string, o Options, lm *loadMeter) error {
 	p, err := container.OpenDir(dir) // refuses a directory without pack.json
 	if err != nil {
 		return err
@@ -156,8 +172,14 @@ func (m *Model) openPack(dir string, o Options) error {
 			return &ModelError{File: c.Name, Msg: fmt.Sprintf("%s is of block %d, but block_count is %d: the pack holds more blocks than its metadata says", what, il, blocks)}
 		}
 	}
+	rl, err := m.residentLoader(&loader{tab: fileTable{p.Resident}, mem: &m.mem, meter: lm}, o.Resident)
+	if err != nil {
+		return err
+	}
+	lm.total = tableBytes(rl.tab, m.Hparams.Layers, false)
 	if o.ResidentExperts {
-		res, err := loadPackResident(p, m.Hparams, &m.mem)
+		lm.total += containerBytes(p, m.Hparams.Layers)
+		res, err := loadPackResident(p, m.Hparams, &m.mem, lm)
 		if err != nil {
 			return err
 		}
@@ -172,27 +194,32 @@ func (m *Model) openPack(dir string, o Options) error {
 			m.Notes = append(m.Notes, ps.note)
 		}
 	}
-	return m.loadResident(&loader{tab: fileTable{p.Resident}, mem: &m.mem}, o.Resident)
+	return m.loadResident(rl)
 }
 
-// loadResident reads the non-expert weights, from the model itself or from
-// a resident tier file.
-func (m *Model) loadResident(l *loader, tier string) error {
-	if tier != "" {
-		path, err := m.residentTierPath(tier)
-		if err != nil {
-			return err
-		}
-		set, err := gguf.OpenSet(path)
-		if err != nil {
-			return err
-		}
-		m.closers = append(m.closers, set.Close)
-		if a := set.Meta().Architecture(); a != "" && a != m.Hparams.Arch {
-			return &ModelError{File: path, Msg: fmt.Sprintf("resident tier is for %s, the model is %s", a, m.Hparams.Arch)}
-		}
-		l = &loader{tab: setTable{set}, mem: &m.mem}
+// residentLoader is the loader of the non-expert weights: l itself, or
+// one of the resident tier file when tier is set.
+func (m *Model) residentLoader(l *loader, tier string) (*loader, error) {
+	if tier == "" {
+		return l, nil
 	}
+	path, err := m.residentTierPath(tier)
+	if err != nil {
+		return nil, err
+	}
+	set, err := gguf.OpenSet(path)
+	if err != nil {
+		return nil, err
+	}
+	m.closers = append(m.closers, set.Close)
+	if a := set.Meta().Architecture(); a != "" && a != m.Hparams.Arch {
+		return nil, &ModelError{File: path, Msg: fmt.Sprintf("resident tier is for %s, the model is %s", a, m.Hparams.Arch)}
+	}
+	return &loader{tab: setTable{set}, mem: &m.mem, meter: l.meter}, nil
+}
+
+// loadResident reads the non-expert weights.
+func (m *Model) loadResident(l *loader) error {
 	h := m.Hparams
 	if err := checkBlocks(h, l.tab.where(), l.tab.names()); err != nil {
 		return err

@@ -84,7 +84,7 @@ func TestOpenClampsTheCache(t *testing.T) {
 			t.Errorf("%+v: %d slots, notes %q; want %d slots, one note containing %q", tc.o, got, m.Notes, tc.wantSlots, tc.wantNote)
 		}
 	}
-	if _, err := Open(pack, Options{Cache: CacheOptions{Slots: -1}}); err == nil || !strings.Contains(err.Error(), "negative") {
+	if _, err := Open(context.Background(), pack, Options{Cache: CacheOptions{Slots: -1}}); err == nil || !strings.Contains(err.Error(), "negative") {
 		t.Errorf("a negative cache: %v", err)
 	}
 }

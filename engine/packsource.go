@@ -424,7 +424,7 @@ func (ps *packExperts) Close() error {
 
 // loadPackResident reads every expert of a pack into RAM, verifying each
 // component: the pack's resident mode.
-func loadPackResident(p *container.OpenPack, h *Hparams, mem *arena) (*residentExperts, error) {
+func loadPackResident(p *container.OpenPack, h *Hparams, mem *arena, lm *loadMeter) (*residentExperts, error) {
 	layers, err := packComponents(p, h)
 	if err != nil {
 		return nil, err
@@ -434,7 +434,7 @@ func loadPackResident(p *container.OpenPack, h *Hparams, mem *arena) (*residentE
 		if !h.isMoE(il) {
 			continue
 		}
-		if err := loadPackLayer(p.Containers[il], h, il, &pl, &r.layers[il], mem); err != nil {
+		if err := loadPackLayer(p.Containers[il], h, il, &pl, &r.layers[il], mem, lm); err != nil {
 			return nil, fmt.Errorf("engine: layer %d: %w", il, err)
 		}
 	}
@@ -442,7 +442,7 @@ func loadPackResident(p *container.OpenPack, h *Hparams, mem *arena) (*residentE
 }
 
 // loadPackLayer reads one layer's expert components into rl.
-func loadPackLayer(c *container.Reader, h *Hparams, il int, pl *packLayer, rl *residentLayer, mem *arena) error {
+func loadPackLayer(c *container.Reader, h *Hparams, il int, pl *packLayer, rl *residentLayer, mem *arena, lm *loadMeter) error {
 	D, E := h.expertIn(), h.Experts
 	F := h.expertFF(il)
 	read := func(ci int) ([]byte, error) {
@@ -454,6 +454,9 @@ func loadPackLayer(c *container.Reader, h *Hparams, il int, pl *packLayer, rl *r
 		for e := range E {
 			if _, err := c.ReadComponent(e, ci, data[e*bpe:e*bpe:(e+1)*bpe]); err != nil {
 				return nil, fmt.Errorf("expert %d: %w", e, err)
+			}
+			if err := lm.add(bpe); err != nil {
+				return nil, err
 			}
 		}
 		return data, nil

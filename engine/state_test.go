@@ -294,7 +294,7 @@ func TestKVCacheTypesAgree(t *testing.T) {
 		}
 	}
 	odd, _ := testModel(t, "qwen3moe", gguf.TypeQ8_0, func(c *synth.Config) { c.HeadDim = 48 })
-	if _, err := Open(odd, Options{CacheTypeK: KVQ8_0}); err == nil || !strings.Contains(err.Error(), "multiple of 32") {
+	if _, err := Open(context.Background(), odd, Options{CacheTypeK: KVQ8_0}); err == nil || !strings.Contains(err.Error(), "multiple of 32") {
 		t.Errorf("a Q8_0 cache for heads of 48: %v, want a refusal naming the block", err)
 	}
 	if _, err := ParseKVType("q4_0"); err == nil {

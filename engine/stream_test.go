@@ -99,7 +99,7 @@ func sameBits(t *testing.T, what string, got, want []float32) {
 
 func open(t testing.TB, path string, o Options) *Model {
 	t.Helper()
-	m, err := Open(path, o)
+	m, err := Open(context.Background(), path, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestCorruptExpert(t *testing.T) {
 	if !strings.Contains(err.Error(), "layer 1 expert ") || !errors.Is(err, container.ErrCorrupt) {
 		t.Errorf("error does not name the layer and expert or is not ErrCorrupt: %v", err)
 	}
-	if _, err := Open(pack, Options{ResidentExperts: true}); err == nil || !strings.Contains(err.Error(), "layer 1 expert 0") {
+	if _, err := Open(context.Background(), pack, Options{ResidentExperts: true}); err == nil || !strings.Contains(err.Error(), "layer 1 expert 0") {
 		t.Errorf("resident load of a corrupt pack: %v", err)
 	}
 }
@@ -306,13 +306,13 @@ func TestResidentTierByLabel(t *testing.T) {
 		t.Fatal("the tier's tensors were not used")
 	}
 	sameBits(t, "label", transcript(t, m, 3), want)
-	if _, err := Open(pack, Options{Resident: "q9"}); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "q9.resident.json") {
+	if _, err := Open(context.Background(), pack, Options{Resident: "q9"}); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "q9.resident.json") {
 		t.Errorf("unknown label: %v", err)
 	}
 	_, other := testModel(t, "qwen3moe", gguf.TypeQ8_0, func(c *synth.Config) {
 		c.Embd, c.HeadDim, c.Heads, c.HeadsKV, c.ExpertFF, c.Seed = 256, 64, 4, 2, 256, 99
 	})
-	if _, err := Open(other, Options{Resident: filepath.Join(dir, "q4_k_m.resident.json")}); err == nil || !strings.Contains(err.Error(), "pairs with pack") {
+	if _, err := Open(context.Background(), other, Options{Resident: filepath.Join(dir, "q4_k_m.resident.json")}); err == nil || !strings.Contains(err.Error(), "pairs with pack") {
 		t.Errorf("a tier of another pack: %v", err)
 	}
 }

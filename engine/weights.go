@@ -144,6 +144,7 @@ func (m matrix) with(data []byte) (matrix, error) {
 type loader struct {
 	tab   tensorTable
 	mem   *arena
+	meter *loadMeter
 	bytes int64 // read so far
 }
 
@@ -177,7 +178,7 @@ func (l *loader) read(name string, r *io.SectionReader) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := io.ReadFull(r, b); err != nil {
+	if err := l.meter.readChunked(r, 0, b); err != nil {
 		return nil, fmt.Errorf("engine: %s: reading tensor %s: %w", l.tab.where(), name, err)
 	}
 	l.bytes += int64(len(b))

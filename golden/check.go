@@ -45,7 +45,7 @@ func Check(ctx context.Context, f *Fixture, model string, o engine.Options) (*Re
 		return nil, fmt.Errorf("golden: fixture %s: %w", f.Name, err)
 	}
 	o.CacheTypeK, o.CacheTypeV = kv, kv // the cache the oracle ran with
-	m, err := engine.Open(model, o)
+	m, err := engine.Open(ctx, model, o)
 	if err != nil {
 		return nil, err
 	}

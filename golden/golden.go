@@ -478,7 +478,7 @@ func RouterMargins(ctx context.Context, model string, seq []int, kv string) ([]f
 	if err != nil {
 		return nil, err
 	}
-	m, err := engine.Open(model, engine.Options{CacheTypeK: t, CacheTypeV: t})
+	m, err := engine.Open(ctx, model, engine.Options{CacheTypeK: t, CacheTypeV: t})
 	if err != nil {
 		return nil, err
 	}

@@ -192,7 +192,7 @@ func (p *Plan) measure(ctx context.Context, o Options, cacheBytes int64, say fun
 // as asked, decodes o.Tokens after the prompt 100, 101, …, writing the
 // routing to w, and returns the telemetry and the expert source's stats.
 func measuringRun(ctx context.Context, o Options, cacheBytes int64, prefetch bool, w io.Writer, out *measured) (engine.Telemetry, engine.SourceStats, error) {
-	m, err := engine.Open(o.Pack, engine.Options{Threads: o.Threads,
+	m, err := engine.Open(ctx, o.Pack, engine.Options{Threads: o.Threads,
 		Cache: engine.CacheOptions{Bytes: cacheBytes, Policy: "lru", Prefetch: prefetch}})
 	if err != nil {
 		return engine.Telemetry{}, engine.SourceStats{}, err

@@ -308,7 +308,7 @@ func TestMake(t *testing.T) {
 	}
 
 	var buf bytes.Buffer
-	m, err := engine.Open(other, engine.Options{Threads: 1})
+	m, err := engine.Open(context.Background(), other, engine.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,7 +150,7 @@ func TestChatTemplateChoice(t *testing.T) {
 	if err := gguf.WriteFile(context.Background(), path, kept, tensors, gguf.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := engine.Open(path, engine.Options{})
+	m, err := engine.Open(context.Background(), path, engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func childConfig(m *engine.Model) Config {
 }
 
 func serveChild(path string) error {
-	m, err := engine.Open(path, engine.Options{})
+	m, err := engine.Open(context.Background(), path, engine.Options{})
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ func testModelWith(t testing.TB, mutate func(*synth.Config)) *engine.Model {
 	// An F32 KV cache: the long-stream tests (longChat) rely on this
 	// model not ending its greedy generation within 4,000 tokens, which
 	// holds with the F32 cache's numbers (with F16's it ends at 789).
-	m, err := engine.Open(writeTestModel(t, mutate), engine.Options{CacheTypeK: engine.KVF32, CacheTypeV: engine.KVF32})
+	m, err := engine.Open(context.Background(), writeTestModel(t, mutate), engine.Options{CacheTypeK: engine.KVF32, CacheTypeV: engine.KVF32})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,7 +88,7 @@ Examples:
 			// One sequence's prompt is evaluated in batches of
 			// --batch-size; sequences decoded together are prefilled in one.
 			if b := o.Flags.BatchSize; o.Parallel < 1 || (o.Parallel > 1 && o.Parallel*o.PromptTokens > b) {
-				return cmdutil.FlagErrorf("bench decode: --parallel %d: want at least 1, with --parallel × --prompt-tokens at most --batch-size (%d)", o.Parallel, b)
+				return cmdutil.FlagErrorf("bench decode: --parallel %d: want at least 1, with --parallel × --prompt-tokens at most %d (--batch-size)", o.Parallel, b)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), o)
@@ -187,7 +187,7 @@ func benchDecodeRun(ctx context.Context, o *BenchDecodeOptions) error {
 		}
 	}
 	start := time.Now()
-	m, err := o.Flags.Open(o.Model, o.IO.ErrOut)
+	m, err := o.Flags.Open(ctx, o.Model, o.IO)
 	if err != nil {
 		return err
 	}

@@ -156,7 +156,7 @@ func openFDs() int {
 }
 
 func benchServeRun(ctx context.Context, o *BenchServeOptions) error {
-	m, err := o.Flags.Open(o.Model, o.IO.ErrOut)
+	m, err := o.Flags.Open(ctx, o.Model, o.IO)
 	if err != nil {
 		return err
 	}

@@ -281,7 +281,7 @@ func Generate(ctx context.Context, packDir, tier string, say func(string, ...any
 		{ResidentExperts: true, Resident: tier},
 		{Cache: engine.CacheOptions{Slots: 2}, Resident: tier},
 	} {
-		m, err := engine.Open(packDir, o)
+		m, err := engine.Open(ctx, packDir, o)
 		if err != nil {
 			return nil, err
 		}

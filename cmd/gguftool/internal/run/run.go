@@ -166,7 +166,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 			return err
 		}
 	}
-	m, err := opts.Flags.Open(opts.Model, opts.IO.ErrOut)
+	m, err := opts.Flags.Open(ctx, opts.Model, opts.IO)
 	if err != nil {
 		return err
 	}

@@ -4,8 +4,9 @@
 package runflags
 
 import (
+	"context"
 	"fmt"
-	"io"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -190,21 +191,36 @@ func (m *Model) Options() (engine.Options, error) {
 	return o, nil
 }
 
-// Open opens the model at path with the flags' options, then writes to w,
-// once each, the notes on what was changed from what the flags asked for:
-// threads clamped to the CPUs, an expert cache clamped or rounded up.
-func (m *Model) Open(path string, w io.Writer) (*engine.Model, error) {
-	return m.OpenNoting(path, func(note string) { fmt.Fprintf(w, "note: %s\n", note) })
+// Open opens the model at path with the flags' options, showing on
+// streams how far the weights have loaded (a bar on a terminal, a line
+// every few seconds elsewhere, nothing with --quiet) and stopping when ctx
+// is done (Ctrl-C), then writes to streams' stderr, once each, the notes
+// on what was changed from what the flags asked for: threads clamped to
+// the CPUs, an expert cache clamped or rounded up.
+func (m *Model) Open(ctx context.Context, path string, streams *iostreams.IOStreams) (*engine.Model, error) {
+	return m.OpenNoting(ctx, path, streams, func(note string) { fmt.Fprintf(streams.ErrOut, "note: %s\n", note) })
 }
 
 // OpenNoting is Open for a caller that reports notes its own way (serve
 // logs them).
-func (m *Model) OpenNoting(path string, note func(string)) (*engine.Model, error) {
+func (m *Model) OpenNoting(ctx context.Context, path string, streams *iostreams.IOStreams, note func(string)) (*engine.Model, error) {
 	o, err := m.Options()
 	if err != nil {
 		return nil, err
 	}
-	em, err := engine.Open(path, o)
+	var bar iostreams.Progress
+	var shown int64
+	o.Progress = func(done, total int64) {
+		if bar == nil {
+			bar = streams.NewProgress(total, "loading "+filepath.Base(path))
+		}
+		bar.Add(done - shown)
+		shown = done
+	}
+	em, err := engine.Open(ctx, path, o)
+	if bar != nil {
+		bar.Finish()
+	}
 	if err != nil {
 		return nil, err
 	}

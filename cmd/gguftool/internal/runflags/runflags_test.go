@@ -1,7 +1,7 @@
 package runflags
 
 import (
-	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -17,6 +17,7 @@ import (
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
 	"github.com/gguftool/gguftool/engine"
 	"github.com/gguftool/gguftool/internal/ioengine"
+	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/planner"
 )
 
@@ -163,8 +164,8 @@ func TestOpenNotes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var notes bytes.Buffer
-		em, err := m.Open(pack, &notes)
+		streams, _, notes := iostreams.Test()
+		em, err := m.Open(context.Background(), pack, streams)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.args, err)
 		}
@@ -226,5 +227,37 @@ func TestPlanFillsUnsetFlags(t *testing.T) {
 	}
 	if _, err := options("--plan " + path); !errors.Is(err, planner.ErrInvalid) || !strings.Contains(err.Error(), path) {
 		t.Errorf("a damaged plan: %v", err)
+	}
+}
+
+// TestOpenShowsProgress: on a terminal Open draws a bar while the weights
+// load and clears it when done; quiet, it draws nothing; and a context
+// already done (a Ctrl-C during the load) stops it with the context's
+// error.
+func TestOpenShowsProgress(t *testing.T) {
+	cmdtest.UnsetEnv(t)
+	pack := cmdtest.TinyPack(t)
+	m, err := parse(t, "--resident-experts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, quiet := range []bool{false, true} {
+		streams, _, errOut := iostreams.Test()
+		streams.SetStderrTTY(true)
+		streams.Quiet = quiet
+		em, err := m.Open(context.Background(), pack, streams)
+		if err != nil {
+			t.Fatal(err)
+		}
+		em.Close()
+		if drew := strings.Contains(errOut.String(), "loading "+filepath.Base(pack)); drew == quiet {
+			t.Errorf("quiet %v: stderr %q", quiet, errOut.String())
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	streams, _, _ := iostreams.Test()
+	if _, err := m.Open(ctx, pack, streams); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled load: %v, want context.Canceled", err)
 	}
 }

@@ -329,7 +329,7 @@ func ServeRun(ctx context.Context, o *ServeOptions) error {
 		defer lease.Close()
 		log.Info("holding a shared lease on the artifact", "model", o.Model)
 	}
-	m, err := o.Flags.OpenNoting(o.Model, func(note string) { log.Warn(note) })
+	m, err := o.Flags.OpenNoting(ctx, o.Model, o.IO, func(note string) { log.Warn(note) })
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func TestNewCmdTraceReplay(t *testing.T) {
 // more workers they go in as the reads complete).
 func engineTrace(t *testing.T, pack, policy string, slots int) string {
 	t.Helper()
-	m, err := engine.Open(pack, engine.Options{Cache: engine.CacheOptions{Slots: slots, Policy: policy,
+	m, err := engine.Open(context.Background(), pack, engine.Options{Cache: engine.CacheOptions{Slots: slots, Policy: policy,
 		Backend: ioengine.Pread, QueueDepth: 1}})
 	if err != nil {
 		t.Fatal(err)
