@@ -104,15 +104,26 @@ type Backend interface {
 	CheckFinite(x Tensor, n int) (i int, v float32)
 }
 
-// Arena is a forward pass's scratch: tensors that live until Reset.
+// Arena is a forward pass's scratch: tensors that live until Reset, or
+// until a Rewind to a mark taken before them. A pass marks the arena
+// after the tensors that cross layers (the residual stream) and rewinds
+// to the mark as each layer begins, so the scratch holds one layer's
+// activations, whatever the depth of the model.
 type Arena interface {
 	// Tensor returns n zeroed floats.
 	Tensor(n int) Tensor
+	// Mark is the point Rewind goes back to.
+	Mark() ArenaMark
+	// Rewind releases every tensor handed out since mark.
+	Rewind(mark ArenaMark)
 	// Reset lets the next step reuse everything.
 	Reset()
 	// Free returns the arena's memory.
 	Free()
 }
+
+// ArenaMark is a point in an arena's hand-outs (Arena.Mark).
+type ArenaMark struct{ buf, used, total, inputs int }
 
 // Input is activations prepared for matrix products (Backend.Input).
 type Input interface{ rows() int }

@@ -128,10 +128,12 @@ func (m *Model) forwardBatch(ctx context.Context, items []BatchItem) ([][]float3
 	if c, ok := m.experts.(batchClock); ok {
 		c.startBatch(R)
 	}
+	mark := ar.Mark()
 	for il := range m.layers {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		ar.Rewind(mark) // the last layer's activations are done with
 		if L := &m.layers[il]; L.delta == nil && L.kda == nil {
 			if err := lead.attentionMany(il, items, off, x, buf); err != nil {
 				return nil, err

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/gguftool/gguftool/gguf"
 )
@@ -28,17 +29,20 @@ func (b *cpuBackend) Read(t Tensor) []float32 { return t.f32() }
 
 func (b *cpuBackend) Write(t Tensor, src []float32) { copy(t.f32(), src) }
 
-// cpuArena is the CPU backend's scratch: one buffer outside the Go heap
-// handed out front to back and reset at each step. A step that needs more
-// than it holds spills into further buffers, which the next Reset
-// replaces by one buffer as large as the step needed, so a steady
-// sequence of steps allocates nothing. The activations prepared for
-// matrix products (actSet) are kept too, for the same reason.
+// cpuArena is the CPU backend's scratch: buffers outside the Go heap
+// handed out front to back, rewound to a mark at each layer and reset at
+// each step. A step that needs more than the buffers hold spills into a
+// further buffer, and the next Reset replaces them all by one as large as
+// the most the step held at once, so a steady sequence of steps allocates
+// nothing. The activations prepared for matrix products (actSet) take
+// their bytes from it too.
 type cpuArena struct {
-	mem     []*offHeap // the first is the main buffer; the others, this step's spills
+	mem     []*offHeap // one per buffer; nil for a buffer on the heap
 	bufs    []*tbuf
-	used    int // floats handed out of the last buffer
-	total   int // floats handed out this step
+	cur     int // the buffer being handed out
+	used    int // floats handed out of it
+	total   int // floats handed out and not rewound, this step
+	peak    int // the most total reached since the last Reset
 	inputs  []*actSet
 	nInputs int
 	err     error // the first failed mapping; Tensor then uses the heap
@@ -48,14 +52,35 @@ func (b *cpuBackend) NewArena() Arena { return &cpuArena{} }
 
 // Tensor returns n zeroed floats.
 func (a *cpuArena) Tensor(n int) Tensor {
+	t, fresh := a.take(n)
+	if !fresh {
+		clear(t.f32())
+	}
+	return t
+}
+
+// bytes returns n bytes of the arena, not cleared: the activations
+// converted for a product, which the conversion overwrites.
+func (a *cpuArena) bytes(n int) []byte {
+	t, _ := a.take((n + 3) / 4)
+	f := t.f32()
+	if len(f) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), n)
+}
+
+// take hands out n floats, fresh (zero) when they come from a new
+// mapping: from the current buffer, else the next one that holds them,
+// else a new one.
+func (a *cpuArena) take(n int) (Tensor, bool) {
 	a.total += n
-	if len(a.bufs) > 0 {
-		last := a.bufs[len(a.bufs)-1]
-		if a.used+n <= len(last.host) {
-			t := Tensor{buf: last, off: a.used, n: n}
+	a.peak = max(a.peak, a.total)
+	for ; a.cur < len(a.bufs); a.cur, a.used = a.cur+1, 0 {
+		if b := a.bufs[a.cur]; a.used+n <= len(b.host) {
+			t := Tensor{buf: b, off: a.used, n: n}
 			a.used += n
-			clear(t.f32())
-			return t
+			return t, false
 		}
 	}
 	size := max(n, 1<<16)
@@ -63,9 +88,8 @@ func (a *cpuArena) Tensor(n int) Tensor {
 		size = max(n, 2*len(a.bufs[len(a.bufs)-1].host))
 	}
 	a.grow(size)
-	last := a.bufs[len(a.bufs)-1]
-	a.used = n
-	return Tensor{buf: last, off: 0, n: n} // fresh mappings are zero
+	a.cur, a.used = len(a.bufs)-1, n
+	return Tensor{buf: a.bufs[a.cur], off: 0, n: n}, true // fresh mappings are zero
 }
 
 // grow adds a buffer of n floats.
@@ -85,15 +109,24 @@ func (a *cpuArena) grow(n int) {
 	a.bufs = append(a.bufs, &tbuf{host: mem.floats()})
 }
 
+func (a *cpuArena) Mark() ArenaMark {
+	return ArenaMark{buf: a.cur, used: a.used, total: a.total, inputs: a.nInputs}
+}
+
+// Rewind releases the tensors and Inputs handed out since m.
+func (a *cpuArena) Rewind(m ArenaMark) {
+	a.cur, a.used, a.total, a.nInputs = m.buf, m.used, m.total, m.inputs
+}
+
 // Reset makes the whole arena available again; a step that spilled
-// leaves one buffer of its size.
+// leaves one buffer of the most it held at once.
 func (a *cpuArena) Reset() {
 	if len(a.bufs) > 1 {
-		need := a.total
+		need := a.peak
 		a.Free()
 		a.grow(need)
 	}
-	a.used, a.total, a.nInputs = 0, 0, 0
+	a.cur, a.used, a.total, a.peak, a.nInputs = 0, 0, 0, 0, 0
 }
 
 // Free returns the arena's memory.
@@ -101,14 +134,14 @@ func (a *cpuArena) Free() {
 	for _, m := range a.mem {
 		m.free()
 	}
-	a.mem, a.bufs, a.used = nil, nil, 0
+	a.mem, a.bufs, a.cur, a.used = nil, nil, 0, 0
 }
 
 // Input prepares activations for products, from the arena's pool.
 func (b *cpuBackend) Input(ar Arena, x Tensor, cols, rows int) Input {
 	a := ar.(*cpuArena)
 	if a.nInputs == len(a.inputs) {
-		a.inputs = append(a.inputs, &actSet{})
+		a.inputs = append(a.inputs, &actSet{ar: a})
 	}
 	in := a.inputs[a.nInputs]
 	a.nInputs++

@@ -167,6 +167,10 @@ type Telemetry struct {
 	// nothing, so it counts only what other goroutines allocated (none
 	// in a benchmark).
 	DecodeAllocsPerToken float64 `json:"decode_allocs_per_token"`
+	// StateBytes is the memory the session's KV cache and recurrent state
+	// held: exactly what the prompt and the tokens to generate take, at
+	// the cache's types.
+	StateBytes int64 `json:"state_bytes"`
 	// Prefill and Decode are the expert source's counters over each phase.
 	Prefill SourceStats `json:"experts_prefill"`
 	Decode  SourceStats `json:"experts_decode"`
@@ -256,6 +260,7 @@ func (m *Model) Generate(ctx context.Context, prompt []int, o GenerateOptions) (
 		tel.DecodeAllocsPerToken = float64(heapAllocs()-allocs) / float64(n)
 	}
 	tel.Decode = m.experts.Stats().Sub(mid)
+	tel.StateBytes = s.StateBytes()
 	tel.PrefillTokPerS = rate(len(prompt), tel.PrefillSeconds)
 	// The first token comes from the prefill's logits; decode speed counts
 	// the forward passes after it.

@@ -134,19 +134,27 @@ func (a *situ) apply(dst, gate, up []float32) {
 func (s *Session) residualLayers(ctx context.Context, x, buf Tensor, T int) error {
 	be, h := s.be, s.m.Hparams
 	D := h.Embd
-	stack := s.scratch.stack[:0] // checkpoints, each T × D
-	defer func() { s.scratch.stack = stack[:0] }()
+	// The checkpoints cross layers, so they are taken before the mark
+	// each layer rewinds to: one per block of ResBlockSize layers.
+	checkpoints := s.scratch.stack[:0]
+	for range (len(s.m.layers) + h.ResBlockSize - 1) / h.ResBlockSize {
+		checkpoints = append(checkpoints, s.step.Tensor(T*D))
+	}
+	s.scratch.stack = checkpoints
+	stack := checkpoints[:0] // those banked so far, each T × D
 	prefix := x
 	cur := s.step.Tensor(T * D)
+	mark := s.step.Mark()
 	for il := range s.m.layers {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		s.step.Rewind(mark) // the last layer's activations are done with
 		L := &s.m.layers[il]
 		be.ResMix(s.step, cur, prefix, stack, &L.attnRes, h.RMSEps, T, D)
 		banked := il%h.ResBlockSize == 0
 		if banked {
-			ck := s.step.Tensor(T * D)
+			ck := checkpoints[len(stack)]
 			be.Copy(ck, 0, T*D, prefix, 0, T*D, T*D, 1)
 			stack = append(stack, ck)
 		}

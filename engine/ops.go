@@ -18,6 +18,7 @@ type acts struct {
 
 	tiles quant.TileActs // data prepared for tiles, when tiled
 	tiled bool
+	ar    *cpuArena // where data and the tiles' layout live; nil: the heap
 }
 
 func (a *acts) row(t int) []byte { return a.data[t*a.rowBytes : (t+1)*a.rowBytes] }
@@ -27,6 +28,9 @@ func (a *acts) row(t int) []byte { return a.data[t*a.rowBytes : (t+1)*a.rowBytes
 // shares them.
 func (a *acts) tileActs(d quant.Dotter) *quant.TileActs {
 	if !a.tiled {
+		if a.ar != nil {
+			a.tiles.SetTileBuffer(a.ar.bytes(d.TileBytes(a.n)))
+		}
 		d.PrepareTile(&a.tiles, a.data, a.n)
 		a.tiled = true
 	}
@@ -34,10 +38,15 @@ func (a *acts) tileActs(d quant.Dotter) *quant.TileActs {
 }
 
 // convert fills a with the n rows of x (each cols long) in type vt, as
-// ggml does to src1 before a matrix multiplication.
+// ggml does to src1 before a matrix multiplication: in bytes of the step's
+// arena when a has one (exactly what the rows take, outside the Go heap),
+// else in a's own buffer, which grows to the largest batch it converted.
 func (a *acts) convert(vt gguf.Type, x []float32, cols, n int) {
 	a.vt, a.cols, a.n = vt, cols, n
 	a.rowBytes = int(vt.RowBytes(int64(cols)))
+	if a.ar != nil {
+		a.data = a.ar.bytes(n * a.rowBytes)
+	}
 	a.data = a.data[:0]
 	a.tiled = false
 	for t := range n {
@@ -56,6 +65,7 @@ type actSet struct {
 	cols int
 	n    int
 	by   map[gguf.Type]*acts
+	ar   *cpuArena // the arena its conversions take their bytes from, or nil
 }
 
 func (s *actSet) reset(x []float32, cols, n int) {
@@ -71,7 +81,7 @@ func (s *actSet) reset(x []float32, cols, n int) {
 func (s *actSet) get(vt gguf.Type) *acts {
 	a := s.by[vt]
 	if a == nil {
-		a = &acts{}
+		a = &acts{ar: s.ar}
 		s.by[vt] = a
 	}
 	if a.n != s.n || a.vt != vt {

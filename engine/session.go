@@ -319,10 +319,12 @@ func (s *Session) layers(ctx context.Context, x, buf Tensor, T int) error {
 	if s.m.Hparams.ResBlockSize > 0 {
 		return s.residualLayers(ctx, x, buf, T)
 	}
+	mark := s.step.Mark()
 	for il := range s.m.layers {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		s.step.Rewind(mark) // the last layer's activations are done with
 		if err := s.attention(il, x, buf, T); err != nil {
 			return err
 		}

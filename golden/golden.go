@@ -5,9 +5,10 @@
 //
 // A fixture file records how to make the model (the synth spec, the
 // equivalent command line and the file's sha256), how the oracle ran
-// (package, llama.cpp version, CPU backend, F32 KV cache, flash attention
-// off, threads), the prompt as token ids, the greedy continuation with
-// each token's log-probability, and, for the whole sequence under teacher
+// (package, llama.cpp version, CPU backend, KV cache type, flash attention
+// off, threads: an F32 KV cache for most fixtures, F16, the engine's
+// default, for ten covering every architecture), the prompt as token ids,
+// the greedy continuation with each token's log-probability, and, for the whole sequence under teacher
 // forcing, every position's top log-probabilities and the log-probability
 // of the token that follows. Refresh them with
 //

@@ -23,11 +23,15 @@ const (
 	TileCols = 8
 )
 
-// dotTiles holds, for each weight type that has one, the kernel that
-// computes a whole tile: TileRows weight rows of nb blocks, stride bytes
-// apart, against one group of TileCols activation rows as tilePack wrote
-// them, tile[c][r] being row r's result with activation row c.
-var dotTiles [gguf.TypeCount]func(w []byte, stride int, group []byte, nb int, tile *[TileCols][TileRows]float32)
+// hasDotTile says, for each weight type, whether it has a kernel that
+// computes a whole tile (dotTile): TileRows weight rows of nb blocks,
+// stride bytes apart, against one group of TileCols activation rows as
+// tilePack wrote them, tile[c][r] being row r's result with activation row
+// c. dotTile calls the kernels directly, not through a table of
+// functions, so that the tile stays on DotTile's stack: a pointer passed
+// through a function value escapes, and a prefill would allocate a tile
+// per call.
+var hasDotTile [gguf.TypeCount]bool
 
 // tilePack holds, for each activation type some tile kernel reads, the
 // function that lays n rows of nb blocks out for it, appending to dst,
@@ -67,6 +71,27 @@ func (d Dotter) PrepareTile(ta *TileActs, a []byte, n int) {
 	}
 }
 
+// TileBytes is the capacity PrepareTile needs in the buffer of its tile
+// layout for n activation rows (SetTileBuffer): 0 where no tile kernel
+// reads d's activation type. A last group of fewer than TileCols rows
+// takes a whole group, and TileCols rows more while it is padded.
+func (d Dotter) TileBytes(n int) int {
+	p := tilePack[dotKernels[d.t].vt]
+	if p.pack == nil || n <= 0 {
+		return 0
+	}
+	size := (n + TileCols - 1) / TileCols * d.nb * p.blockBytes
+	if n%TileCols != 0 {
+		size += TileCols * d.aBytes
+	}
+	return size
+}
+
+// SetTileBuffer makes the next PrepareTile lay the rows out in buf, which
+// then allocates nothing when buf holds Dotter.TileBytes of them: a
+// caller whose scratch lives outside the Go heap keeps the layout there.
+func (ta *TileActs) SetTileBuffer(buf []byte) { ta.packed = buf[:0] }
+
 // DotTile sets out[c·outStride + r] to Dot(weight row r, activation row
 // j+c) for r < TileRows and c < min(TileCols, n−j), n being the number
 // of rows ta holds and weight row r w[r·wStride:][:row bytes]. j must be
@@ -83,10 +108,10 @@ func (d Dotter) DotTile(w []byte, wStride int, ta *TileActs, j int, out []float3
 	case outStride < TileRows || len(out) < (cols-1)*outStride+TileRows:
 		panic(fmt.Sprintf("quant: Dotter(%s).DotTile: %d outputs at stride %d for %d activation rows", d.t, len(out), outStride, cols))
 	}
-	if k := dotTiles[d.t]; k != nil && ta.groupBytes > 0 && ta.vt == dotKernels[d.t].vt {
+	if hasDotTile[d.t] && ta.groupBytes > 0 && ta.vt == dotKernels[d.t].vt {
 		var tile [TileCols][TileRows]float32
 		g := j / TileCols * ta.groupBytes
-		k(w, wStride, ta.packed[g:g+ta.groupBytes], d.nb, &tile)
+		dotTile(d.t, w, wStride, ta.packed[g:g+ta.groupBytes], d.nb, &tile)
 		for c := range cols {
 			*(*[TileRows]float32)(out[c*outStride:]) = tile[c]
 		}

@@ -71,5 +71,15 @@ func init() {
 	}
 	tilePack[gguf.TypeQ8_0].pack = packTileQ8_0
 	tilePack[gguf.TypeQ8_0].blockBytes = tileQ8_0Block
-	dotTiles[gguf.TypeQ8_0] = vecDotQ8_0TileAVX2
+	hasDotTile[gguf.TypeQ8_0] = true
+}
+
+// dotTile runs the tile kernel of weight type t (hasDotTile[t]).
+func dotTile(t gguf.Type, w []byte, stride int, group []byte, nb int, tile *[TileCols][TileRows]float32) {
+	switch t {
+	case gguf.TypeQ8_0:
+		vecDotQ8_0TileAVX2(w, stride, group, nb, tile)
+	default:
+		panic("quant: no tile kernel for " + t.String())
+	}
 }

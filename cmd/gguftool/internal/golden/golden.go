@@ -20,9 +20,10 @@ func NewCmdGolden(f *cmdutil.Factory) *cobra.Command {
 		Use:   "golden <subcommand>",
 		Short: "Check the engine against llama.cpp's recorded outputs",
 		Long: `The golden fixtures are small models synth makes from a seed, with llama.cpp's
-greedy ids and teacher-forced log-probabilities recorded for them (F32
-weights, F32 KV cache, flash attention off). They are built into the
-binary; re-record them with scripts/llamacpp/record-goldens.sh (needs node).
+greedy ids and teacher-forced log-probabilities recorded for them (flash
+attention off; an F32 KV cache, or F16 for the fixtures named -kvf16,
+each checked with the cache type it was recorded with). They are built
+into the binary; re-record them with scripts/llamacpp/record-goldens.sh (needs node).
 ` + cmdutil.ExitCodesHelp,
 	}
 	cmd.AddCommand(NewCmdGoldenCheck(f, nil), NewCmdGoldenList(f, nil))
