@@ -123,7 +123,7 @@ func (b *cpuBackend) Attend(ar Arena, dst, q Tensor, k, v KVStore, g AttnGeom, p
 	defer w.loop.Unlock()
 	j := &b.attn
 	j.prepare(g, q.f32(), k.(*kvRows), v.(*kvRows), pos0, rows, dst.f32(), w.n)
-	w.runLocked(rows*g.Heads, 1, j)
+	w.runLocked(j.items(), 1, j)
 	j.release()
 }
 
@@ -138,13 +138,30 @@ type attnJob struct {
 	kdot    quant.Dotter
 	pos0, T int
 	scratch []attnScratch // per worker
+
+	// The blocked path's work items (blocked): rowsPer query rows by
+	// headsPer query heads of one key-value head.
+	blocked           bool
+	rowsPer, headsPer int
 }
 
 type attnScratch struct {
 	scores []float32
 	qconv  []byte
 	vbuf   []float32
+	qf, kf []float32 // the blocked path's queries (rounded to F16) and a block of keys
 }
+
+// attnQueries is how many (row, head) queries one item of the blocked
+// path scores together: each block of keys and values is converted once
+// for all of them, and their scores (one context each) stay in a worker's
+// cache-sized scratch.
+const attnQueries = 32
+
+// attnBlock is how many positions the blocked path converts at a time:
+// a block of keys and one of values as floats (16 KiB each for heads of
+// 128) stay in a core's L1 cache while every query of the item reads them.
+const attnBlock = 32
 
 func (j *attnJob) prepare(g AttnGeom, q []float32, k, v *kvRows, pos0, T int, out []float32, workers int) {
 	*j = attnJob{g: g, q: q, out: out, k: k, v: v, pos0: pos0, T: T, scratch: j.scratch}
@@ -162,13 +179,43 @@ func (j *attnJob) prepare(g AttnGeom, q []float32, k, v *kvRows, pos0, T int, ou
 	for len(j.scratch) < workers {
 		j.scratch = append(j.scratch, attnScratch{})
 	}
+	// F16 keys and values of whole chunks take the blocked path.
+	j.blocked = k.typ == gguf.TypeF16 && v.typ == gguf.TypeF16 && g.KDim%32 == 0 && g.VDim%8 == 0 && vecDotRows != nil
+	queries := 1
+	if j.blocked {
+		// Fewer heads an item while there would be fewer items than
+		// workers (a decoded token of a model with few key-value heads).
+		j.headsPer = min(g.Group, attnQueries)
+		j.rowsPer = max(1, attnQueries/j.headsPer)
+		for j.headsPer > 1 && j.items() < workers {
+			j.headsPer = (j.headsPer + 1) / 2
+			j.rowsPer = max(1, attnQueries/j.headsPer)
+		}
+		queries = j.rowsPer * j.headsPer
+	}
 	for i := range j.scratch[:workers] {
 		sc := &j.scratch[i]
-		sc.scores = grow(sc.scores, pos0+T)
+		sc.scores = grow(sc.scores, queries*(pos0+T))
 		if v.typ != gguf.TypeF32 {
 			sc.vbuf = grow(sc.vbuf, valueBlock*g.VDim)
 		}
+		if j.blocked {
+			sc.qf = grow(sc.qf, queries*g.KDim)
+			sc.kf = grow(sc.kf, attnBlock*g.KDim)
+			sc.vbuf = grow(sc.vbuf, attnBlock*g.VDim)
+		}
 	}
+}
+
+// items is the number of work items: (row, head) pairs, or the blocked
+// path's blocks of rows by heads of each key-value head.
+func (j *attnJob) items() int {
+	if !j.blocked {
+		return j.T * j.g.Heads
+	}
+	rowBlocks := (j.T + j.rowsPer - 1) / j.rowsPer
+	headBlocks := (j.g.Group + j.headsPer - 1) / j.headsPer
+	return rowBlocks * (j.g.Heads / j.g.Group) * headBlocks
 }
 
 // release drops the job's references to the step's tensors and caches.
@@ -185,6 +232,12 @@ func (j *attnJob) release() { *j = attnJob{scratch: j.scratch} }
 // converted to float valueBlock rows at a time and accumulated in the
 // same order.
 func (j *attnJob) run(w, lo, hi int) {
+	if j.blocked {
+		for i := lo; i < hi; i++ {
+			j.runBlock(w, i)
+		}
+		return
+	}
 	g, k, v := &j.g, j.k, j.v
 	sc := &j.scratch[w]
 	vRow := g.Heads * g.VDim
@@ -207,9 +260,7 @@ func (j *attnJob) run(w, lo, hi int) {
 		}
 		g.softmax(scores, hd)
 		if v.typ == gguf.TypeF16 {
-			for p, x := range scores {
-				scores[p] = quant.F16ToF32(quant.F32ToF16(x))
-			}
+			roundF16(scores)
 		}
 		o := j.out[t*vRow+hd*g.VDim : t*vRow+(hd+1)*g.VDim]
 		clear(o)
@@ -223,6 +274,84 @@ func (j *attnJob) run(w, lo, hi int) {
 				quant.Dequantize(sc.vbuf[r*g.VDim:r*g.VDim], v.typ, v.rowBytesOf(first+b+r, kvh*g.VDim, g.VDim))
 			}
 			accumulate(o, sc.vbuf, g.VDim, scores[b:b+n])
+		}
+	}
+}
+
+// runBlock is item i of the blocked path: rowsPer rows by headsPer query
+// heads sharing one key-value head. Every query gets the bits run gives
+// it: its queries are rounded to F16, as QuantizeActivations does for the
+// F16 dot, and each score is that dot with the cached key (vecDotRows on
+// the key converted as the dot kernel converts it); its weights are
+// rounded to F16 as before; and its values are converted and summed by
+// accumulate in position order. The keys and values are converted
+// attnBlock positions at a time, once for all the item's queries, and
+// then read from the core's cache.
+func (j *attnJob) runBlock(w, i int) {
+	g, sc := &j.g, &j.scratch[w]
+	headBlocks := (g.Group + j.headsPer - 1) / j.headsPer
+	kvHeads := g.Heads / g.Group
+	hb, kvh, rb := i%headBlocks, i/headBlocks%kvHeads, i/headBlocks/kvHeads
+	t0, t1 := rb*j.rowsPer, min((rb+1)*j.rowsPer, j.T)
+	h0, h1 := kvh*g.Group+hb*j.headsPer, min(kvh*g.Group+(hb+1)*j.headsPer, (kvh+1)*g.Group)
+	nh := h1 - h0
+	lo, _ := g.span(j.pos0 + t0)
+	_, hi := g.span(j.pos0 + t1 - 1)
+	L := hi + 1 - lo // the positions any of the item's queries sees
+	query := func(t, hd int) (qf, scores []float32, first, last int) {
+		n := (t-t0)*nh + hd - h0
+		first, last = g.span(j.pos0 + t)
+		return sc.qf[n*g.KDim : (n+1)*g.KDim], sc.scores[n*L : (n+1)*L], first, last
+	}
+	for t := t0; t < t1; t++ {
+		for hd := h0; hd < h1; hd++ {
+			qf, _, _, _ := query(t, hd)
+			for d, x := range j.q[t*g.QStride+hd*g.KDim : t*g.QStride+(hd+1)*g.KDim] {
+				qf[d] = quant.F16ToF32(quant.F32ToF16(x))
+			}
+		}
+	}
+	for b := lo; b <= hi; b += attnBlock {
+		n := min(attnBlock, hi+1-b)
+		vecCvtF16Rows(sc.kf[:n*g.KDim], j.k.f16From(b, kvh*g.KDim), j.k.rowBytes, g.KDim)
+		for t := t0; t < t1; t++ {
+			for hd := h0; hd < h1; hd++ {
+				qf, scores, first, last := query(t, hd)
+				a, z := max(first, b), min(last, b+n-1)
+				if a > z {
+					continue
+				}
+				out := scores[a-lo : z+1-lo]
+				vecDotRows(out, qf, sc.kf[(a-b)*g.KDim:], g.KDim)
+				for p := range out {
+					out[p] *= g.Scale
+				}
+			}
+		}
+	}
+	vRow := g.Heads * g.VDim
+	for t := t0; t < t1; t++ {
+		for hd := h0; hd < h1; hd++ {
+			_, scores, first, last := query(t, hd)
+			weights := scores[first-lo : last+1-lo]
+			g.softmax(weights, hd)
+			roundF16(weights)
+			clear(j.out[t*vRow+hd*g.VDim : t*vRow+(hd+1)*g.VDim])
+		}
+	}
+	for b := lo; b <= hi; b += attnBlock {
+		n := min(attnBlock, hi+1-b)
+		vecCvtF16Rows(sc.vbuf[:n*g.VDim], j.v.f16From(b, kvh*g.VDim), j.v.rowBytes, g.VDim)
+		for t := t0; t < t1; t++ {
+			for hd := h0; hd < h1; hd++ {
+				_, scores, first, last := query(t, hd)
+				a, z := max(first, b), min(last, b+n-1)
+				if a > z {
+					continue
+				}
+				o := j.out[t*vRow+hd*g.VDim : t*vRow+(hd+1)*g.VDim]
+				accumulate(o, sc.vbuf[(a-b)*g.VDim:], g.VDim, scores[a-lo:z+1-lo])
+			}
 		}
 	}
 }

@@ -170,6 +170,10 @@ func (c *kvRows) free() {
 	c.mem, c.rows, c.n = nil, 0, 0
 }
 
+// f16From is an F16 cache's bytes from value off of row j on: rows j,
+// j+1, … of one head, a row every rowBytes.
+func (c *kvRows) f16From(j, off int) []byte { return c.mem.b[j*c.rowBytes+2*off:] }
+
 // rowBytesOf is the bytes of values [off, off+n) of row j; off and n are
 // whole blocks.
 func (c *kvRows) rowBytesOf(j, off, n int) []byte {

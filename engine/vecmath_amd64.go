@@ -29,6 +29,15 @@ func swigluRunsAVX2(y, gate, u *float32, n int, tab *[15][8]uint32)
 func attnAccumAVX2(out *float32, hd int, v *float32, stride int, p *float32, n int)
 
 //go:noescape
+func dotRowsAVX2(out, q, k *float32, dim, n int)
+
+//go:noescape
+func roundF16AVX2(x *float32, n int)
+
+//go:noescape
+func cvtF16RowsAVX2(dst *float32, src *byte, srcStride, width, rows int)
+
+//go:noescape
 func scaleMulAVX2(out, x, w *float32, n int, scale float32)
 
 //go:noescape
@@ -95,6 +104,36 @@ func attnAccumVec(out, v []float32, stride int, p []float32) {
 	attnAccumAVX2(unsafe.SliceData(out), hd, unsafe.SliceData(v), stride, unsafe.SliceData(p), len(p))
 }
 
+// dotRowsVec is vecDotRows on AVX2; dim must be a multiple of 32.
+func dotRowsVec(out, q, k []float32, dim int) {
+	if len(out) == 0 {
+		return
+	}
+	_ = q[dim-1]
+	_ = k[len(out)*dim-1]
+	dotRowsAVX2(unsafe.SliceData(out), unsafe.SliceData(q), unsafe.SliceData(k), dim, len(out))
+}
+
+// roundF16Vec is vecRoundF16 on AVX2: the runs of eight, then the Go
+// loop's last few.
+func roundF16Vec(x []float32) {
+	n := len(x) &^ 7
+	if n > 0 {
+		roundF16AVX2(unsafe.SliceData(x), n)
+	}
+	roundF16Go(x[n:])
+}
+
+// cvtF16RowsVec is vecCvtF16Rows on AVX2; width must be a multiple of 8.
+func cvtF16RowsVec(dst []float32, src []byte, srcStride, width int) {
+	rows := len(dst) / width
+	if rows == 0 {
+		return
+	}
+	_ = src[(rows-1)*srcStride+2*width-1]
+	cvtF16RowsAVX2(unsafe.SliceData(dst), unsafe.SliceData(src), srcStride, width, rows)
+}
+
 // scaleMulVec is vecScaleMul on AVX2; len(out) must be a multiple of 8.
 func scaleMulVec(out, x, w []float32, scale float32) {
 	n := len(out) &^ 7
@@ -135,6 +174,9 @@ func init() {
 	vecSiluRuns = siluRunsVec
 	vecSwigluRuns = swigluRunsVec
 	vecAttnAccum = attnAccumVec
+	vecDotRows = dotRowsVec
+	vecCvtF16Rows = cvtF16RowsVec
+	roundF16 = roundF16Vec
 	vecScaleMul = scaleMulVec
 	vecScale = scaleVec
 	vecMad = madVec

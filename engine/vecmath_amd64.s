@@ -376,3 +376,201 @@ mad8:
 
 	VZEROUPPER
 	RET
+
+// func dotRowsAVX2(out, q, k *float32, dim, n int)
+//
+// Attention's scores over a block of keys converted from F16: out[p] =
+// q · k[p·dim:(p+1)·dim] for p < n, dim a positive multiple of 32, with
+// quant.dotF16AVX2's arithmetic on the F16 key row and q as F16 (q holds
+// F16 values; every conversion is exact): four accumulators of eight
+// lanes over chunks of 32, the same fused multiply-adds with the key in
+// the same operand, the same reduction. Two keys at a time share each
+// load of q and their chains of adds overlap; a last odd key runs alone.
+TEXT ·dotRowsAVX2(SB), NOSPLIT, $0-40
+	MOVQ out+0(FP), R9
+	MOVQ q+8(FP), SI
+	MOVQ k+16(FP), DI
+	MOVQ dim+24(FP), CX
+	MOVQ n+32(FP), R8
+	MOVQ CX, R10
+	SHLQ $2, R10 // bytes of one key
+	SHRQ $5, CX
+
+dr2:
+	CMPQ R8, $2
+	JLT  dr1
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ SI, AX
+	MOVQ DI, BX
+	LEAQ (DI)(R10*1), R11
+	MOVQ CX, DX
+
+dr2chunk:
+	VMOVUPS     (AX), Y8
+	VMOVUPS     32(AX), Y9
+	VMOVUPS     64(AX), Y10
+	VMOVUPS     96(AX), Y11
+	VMOVUPS     (BX), Y12
+	VMOVUPS     32(BX), Y13
+	VMOVUPS     64(BX), Y14
+	VMOVUPS     96(BX), Y15
+	VFMADD231PS Y8, Y12, Y0
+	VFMADD231PS Y9, Y13, Y1
+	VFMADD231PS Y10, Y14, Y2
+	VFMADD231PS Y11, Y15, Y3
+	VMOVUPS     (R11), Y12
+	VMOVUPS     32(R11), Y13
+	VMOVUPS     64(R11), Y14
+	VMOVUPS     96(R11), Y15
+	VFMADD231PS Y8, Y12, Y4
+	VFMADD231PS Y9, Y13, Y5
+	VFMADD231PS Y10, Y14, Y6
+	VFMADD231PS Y11, Y15, Y7
+	ADDQ        $128, AX
+	ADDQ        $128, BX
+	ADDQ        $128, R11
+	DECQ        DX
+	JNZ         dr2chunk
+
+	// Both keys' reductions in one register, the first key's in the low
+	// 128 bits, the second's in the high; every add is the one-key
+	// reduction's.
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y6, Y4, Y4
+	VADDPS       Y7, Y5, Y5
+	VADDPS       Y5, Y4, Y4
+	VPERM2F128   $0x20, Y4, Y0, Y8 // the low halves: key 1 | key 2
+	VPERM2F128   $0x31, Y4, Y0, Y9 // the high halves
+	VADDPS       Y9, Y8, Y8
+	VHADDPS      Y8, Y8, Y8
+	VHADDPS      Y8, Y8, Y8
+	VMOVSS       X8, (R9)
+	VEXTRACTF128 $1, Y8, X9
+	VMOVSS       X9, 4(R9)
+	ADDQ         $8, R9
+	LEAQ         (DI)(R10*2), DI
+	SUBQ         $2, R8
+	JMP          dr2
+
+dr1:
+	TESTQ R8, R8
+	JZ    drdone
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ SI, AX
+	MOVQ DI, BX
+	MOVQ CX, DX
+
+drchunk:
+	VMOVUPS     (AX), Y8
+	VMOVUPS     32(AX), Y9
+	VMOVUPS     64(AX), Y10
+	VMOVUPS     96(AX), Y11
+	VMOVUPS     (BX), Y12
+	VMOVUPS     32(BX), Y13
+	VMOVUPS     64(BX), Y14
+	VMOVUPS     96(BX), Y15
+	VFMADD231PS Y8, Y12, Y0
+	VFMADD231PS Y9, Y13, Y1
+	VFMADD231PS Y10, Y14, Y2
+	VFMADD231PS Y11, Y15, Y3
+	ADDQ        $128, AX
+	ADDQ        $128, BX
+	DECQ        DX
+	JNZ         drchunk
+
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (R9)
+
+drdone:
+	VZEROUPPER
+	RET
+
+// func cvtF16RowsAVX2(dst *float32, src *byte, srcStride, width, rows int)
+//
+// Converts rows of width F16 values (width a positive multiple of 8), one
+// every srcStride bytes, to consecutive rows of floats, with VCVTPH2PS as
+// the F16 dot kernel converts (exactly; NaNs quieted alike).
+TEXT ·cvtF16RowsAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ srcStride+16(FP), R10
+	MOVQ width+24(FP), CX
+	MOVQ rows+32(FP), R8
+	SHRQ $3, CX
+	MOVQ R10, R12
+	SHLQ $3, R12 // eight rows ahead
+
+cvrow:
+	MOVQ SI, BX
+	MOVQ CX, DX
+
+cv8:
+	// The rows lie a cache row apart, too far for the hardware to
+	// prefetch them: ask for the row eight ahead (past the last row of
+	// the cache only a hint, which never faults).
+	PREFETCHT0 (BX)(R12*1)
+	VCVTPH2PS (BX), Y0
+	VMOVUPS   Y0, (DI)
+	ADDQ      $16, BX
+	ADDQ      $32, DI
+	DECQ      DX
+	JNZ       cv8
+
+	ADDQ R10, SI
+	DECQ R8
+	JNZ  cvrow
+
+	VZEROUPPER
+	RET
+
+// func roundF16AVX2(x *float32, n int)
+//
+// x[i] = F16ToF32(F32ToF16(x[i])) for n a positive multiple of 8: the
+// rounding to F16 and back that the attention weights take before their
+// product with F16 values. VCVTPS2PH rounds to nearest even, as
+// F32ToF16 does; a NaN, whose payload F32ToF16 drops, becomes the quiet
+// NaN 0x7fc00000 with its sign, as F16ToF32(0x7e00 | sign) is.
+TEXT ·roundF16AVX2(SB), NOSPLIT, $0-16
+	MOVQ x+0(FP), DI
+	MOVQ n+8(FP), CX
+	SHRQ $3, CX
+	MOVL $0x80000000, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14 // the sign bit
+	MOVL $0x7fc00000, AX
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15 // the quiet NaN
+
+rf8:
+	VMOVUPS    (DI), Y0
+	VCVTPS2PH  $0, Y0, X1
+	VCVTPH2PS  X1, Y1
+	VCMPPS     $3, Y0, Y0, Y2 // unordered: NaN lanes
+	VANDPS     Y14, Y0, Y3
+	VORPS      Y15, Y3, Y3
+	VBLENDVPS  Y2, Y3, Y1, Y1
+	VMOVUPS    Y1, (DI)
+	ADDQ       $32, DI
+	DECQ       CX
+	JNZ        rf8
+
+	VZEROUPPER
+	RET

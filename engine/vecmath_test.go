@@ -1,12 +1,15 @@
 package engine
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
+	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/gguf/quant"
+	"github.com/gguftool/gguftool/synth"
 )
 
 // The vector kernels of vecmath_amd64.s against the Go loops they replace,
@@ -18,7 +21,7 @@ import (
 func requireVec(t *testing.T) {
 	t.Helper()
 	if vecSoftmaxRuns == nil || vecSiluRuns == nil || vecSwigluRuns == nil ||
-		vecAttnAccum == nil || vecScaleMul == nil || vecScale == nil || vecMad == nil {
+		vecAttnAccum == nil || vecScaleMul == nil || vecScale == nil || vecMad == nil || vecDotRows == nil || vecCvtF16Rows == nil {
 		t.Skip("no vector kernels in this build or at this kernel level")
 	}
 }
@@ -26,10 +29,10 @@ func requireVec(t *testing.T) {
 // withGoLoops runs fn with every kernel variable nil, so the callers run
 // their Go loops, the reference.
 func withGoLoops(fn func()) {
-	sm, sl, sw, aa, smul, sc, mad := vecSoftmaxRuns, vecSiluRuns, vecSwigluRuns, vecAttnAccum, vecScaleMul, vecScale, vecMad
-	vecSoftmaxRuns, vecSiluRuns, vecSwigluRuns, vecAttnAccum, vecScaleMul, vecScale, vecMad = nil, nil, nil, nil, nil, nil, nil
+	sm, sl, sw, aa, smul, sc, mad, dr, ah := vecSoftmaxRuns, vecSiluRuns, vecSwigluRuns, vecAttnAccum, vecScaleMul, vecScale, vecMad, vecDotRows, vecCvtF16Rows
+	vecSoftmaxRuns, vecSiluRuns, vecSwigluRuns, vecAttnAccum, vecScaleMul, vecScale, vecMad, vecDotRows, vecCvtF16Rows = nil, nil, nil, nil, nil, nil, nil, nil, nil
 	defer func() {
-		vecSoftmaxRuns, vecSiluRuns, vecSwigluRuns, vecAttnAccum, vecScaleMul, vecScale, vecMad = sm, sl, sw, aa, smul, sc, mad
+		vecSoftmaxRuns, vecSiluRuns, vecSwigluRuns, vecAttnAccum, vecScaleMul, vecScale, vecMad, vecDotRows, vecCvtF16Rows = sm, sl, sw, aa, smul, sc, mad, dr, ah
 	}()
 	fn()
 }
@@ -322,5 +325,114 @@ func TestVecMad(t *testing.T) {
 		deltaUpdate(state, q, k, v, 0.5, out, delta)
 		vecSameBits(t, "delta rule state", state, wantState)
 		vecSameBits(t, "delta rule output", out, wantOut)
+	}
+}
+
+// TestVecDotRows: converting keys with vecCvtF16Rows and scoring them
+// with vecDotRows gives quant's F16 dot of each cached key row with the
+// query as F16, bit for bit, over widths of one to several chunks, key
+// strides wider than a head, even and odd counts of keys, and values of
+// every kind (NaNs and infinities among them).
+func TestVecDotRows(t *testing.T) {
+	requireVec(t)
+	r := rand.New(rand.NewPCG(9, 10))
+	f16 := func(x []float32) []byte {
+		b := make([]byte, 2*len(x))
+		for i, v := range x {
+			h := quant.F32ToF16(v)
+			b[2*i], b[2*i+1] = byte(h), byte(h>>8)
+		}
+		return b
+	}
+	for _, dim := range []int{32, 64, 128, 192, 576} {
+		dot, err := quant.NewDotter(gguf.TypeF16, dim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{1, 2, 7, 64} {
+			for kind := -1; kind < 6; kind++ {
+				stride := dim + 32*r.IntN(3)
+				q16, k := f16(expInputs(r, dim, kind)), f16(expInputs(r, n*stride, kind))
+				q, _ := quant.Dequantize(nil, gguf.TypeF16, q16)
+				want, got := make([]float32, n), make([]float32, n)
+				for p := range want {
+					want[p] = dot.Dot(k[2*p*stride:2*(p*stride+dim)], q16)
+				}
+				kf := make([]float32, n*dim)
+				vecCvtF16Rows(kf, k, 2*stride, dim)
+				vecDotRows(got, q, kf, dim)
+				vecSameBits(t, "block scores", got, want)
+			}
+		}
+	}
+}
+
+// TestBlockedAttentionBits: with an F16 cache, attention computed in
+// blocks of rows and heads (each block of keys and values converted once)
+// gives every architecture the logits, bit for bit, that it gets one
+// (row, head) at a time, for a prompt in several chunks, with sliding
+// windows, sinks and latent attention among them.
+func TestBlockedAttentionBits(t *testing.T) {
+	requireVec(t)
+	for _, arch := range Archs {
+		// Keys of whole chunks of 32, which the blocked path takes.
+		src, _ := testModel(t, arch, gguf.TypeQ8_0, func(c *synth.Config) {
+			if c.KVLoraRank > 0 {
+				c.KVLoraRank = 64 - c.RopeDim
+			} else {
+				c.HeadDim, c.Embd = 32, 128 // olmoe's heads span the width
+			}
+		})
+		m := open(t, src, Options{Threads: 2, BatchSize: 40})
+		logits := func() []float32 {
+			s, err := m.NewSession(200)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			l, err := s.Eval(context.Background(), randomPrompt(3, 150), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := slices.Clone(l)
+			// Decoded tokens too: few rows, so items split the heads.
+			for range 3 {
+				if l, err = s.Eval(context.Background(), []int{Argmax(l[len(l)-m.Hparams.Vocab:])}, false); err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, l...)
+			}
+			return all
+		}
+		blocked := logits()
+		if sc := m.be.(*cpuBackend).attn.scratch; len(sc) == 0 || len(sc[0].qf) == 0 {
+			t.Fatalf("%s: the blocked path did not run", arch)
+		}
+		saved := vecDotRows
+		vecDotRows = nil
+		alone := logits()
+		vecDotRows = saved
+		for i := range blocked {
+			if math.Float32bits(blocked[i]) != math.Float32bits(alone[i]) {
+				t.Fatalf("%s: logit %d (position %d) is %v blocked, %v one query at a time", arch, i, i/m.Hparams.Vocab, blocked[i], alone[i])
+			}
+		}
+	}
+}
+
+// TestVecRoundF16 compares the F16 rounding of attention weights with its
+// Go loop, on values of every kind (NaNs of several payloads among them)
+// and lengths around the runs of eight.
+func TestVecRoundF16(t *testing.T) {
+	requireVec(t)
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{1, 7, 8, 9, 64, 100} {
+		for kind := -1; kind < 6; kind++ {
+			x := expInputs(r, n, kind)
+			want, got := slices.Clone(x), slices.Clone(x)
+			roundF16Go(want)
+			roundF16(got)
+			vecSameBits(t, "F16 rounding", got, want)
+		}
 	}
 }

@@ -3,6 +3,8 @@ package llamacpp
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 )
 
@@ -39,6 +41,9 @@ type BenchOptions struct {
 	// KV is the KV cache type, "f16" (the default, as "") or "f32"; or
 	// "q8_0", which llama.cpp runs with flash attention on.
 	KV string
+	// CPU is the CPU build to load: "best" (as ""), the one llama.cpp
+	// picks for this CPU, or a build's name (haswell, skylakex, …).
+	CPU string
 }
 
 // Bench runs llama.cpp once on model.
@@ -51,7 +56,16 @@ func (o *Oracle) Bench(ctx context.Context, model string, b BenchOptions) (*Benc
 	default:
 		return nil, fmt.Errorf("llamacpp: bench with a %q KV cache: the driver runs f32, f16 or q8_0", kv)
 	}
-	args := []string{"--bins", o.Bins, "--cpu", "best", "--threads", strconv.Itoa(b.Threads), "--kv", kv, model, "bench",
+	cpu := b.CPU
+	if cpu == "" {
+		cpu = "best"
+	}
+	if cpu != "best" {
+		if _, err := os.Stat(filepath.Join(o.Bins, "libggml-cpu-"+cpu+".so")); err != nil {
+			return nil, fmt.Errorf("llamacpp: bench with CPU build %q: %s has no libggml-cpu-%s.so", cpu, o.Bins, cpu)
+		}
+	}
+	args := []string{"--bins", o.Bins, "--cpu", cpu, "--threads", strconv.Itoa(b.Threads), "--kv", kv, model, "bench",
 		"--prompt-tokens", strconv.Itoa(b.PromptTokens), "-n", strconv.Itoa(b.Tokens)}
 	if b.MMap {
 		args = append(args, "--mmap")

@@ -59,18 +59,19 @@ func TestNewCmdBenchMigrate(t *testing.T) {
 
 func TestNewCmdBenchDecode(t *testing.T) {
 	cmdtest.RunFlagCases(t, NewCmdBenchDecode, func(o *BenchDecodeOptions) **iostreams.IOStreams { return &o.IO }, []cmdtest.FlagCase[BenchDecodeOptions]{
-		{Name: "defaults", Args: "m.gguf", Want: BenchDecodeOptions{Model: "m.gguf", PromptTokens: 32, Tokens: 128, Runs: 3, Parallel: 1, Flags: defaultModelFlags()}},
+		{Name: "defaults", Args: "m.gguf", Want: BenchDecodeOptions{Model: "m.gguf", PromptTokens: 32, Tokens: 128, Runs: 3, Parallel: 1, LlamaCPU: "best", Flags: defaultModelFlags()}},
 		{
 			Name: "every flag",
-			Args: "m.pack --prompt-tokens 64 -n 16 --runs 1 --parallel 4 --reference m.gguf --no-llamacpp --json --threads 2 --expert-cache 512MiB",
-			Want: BenchDecodeOptions{Model: "m.pack", PromptTokens: 64, Tokens: 16, Runs: 1, Parallel: 4, Reference: "m.gguf", NoLlamaCpp: true, JSON: true,
+			Args: "m.pack --prompt-tokens 64 -n 16 --runs 1 --parallel 4 --reference m.gguf --no-llamacpp --llama-cpu haswell --json --threads 2 --expert-cache 512MiB",
+			Want: BenchDecodeOptions{Model: "m.pack", PromptTokens: 64, Tokens: 16, Runs: 1, Parallel: 4, Reference: "m.gguf", NoLlamaCpp: true, LlamaCPU: "haswell", JSON: true,
 				Flags: runflags.Model{Threads: 2, ExpertCache: "512MiB", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512}},
 		},
 		{Name: "environment", Env: map[string]string{"GGUFTOOL_THREADS": "4", "GGUFTOOL_CACHE_POLICY": "lfu"}, Args: "m.pack",
-			Want: BenchDecodeOptions{Model: "m.pack", PromptTokens: 32, Tokens: 128, Runs: 3, Parallel: 1,
+			Want: BenchDecodeOptions{Model: "m.pack", PromptTokens: 32, Tokens: 128, Runs: 3, Parallel: 1, LlamaCPU: "best",
 				Flags: runflags.Model{Threads: 4, ExpertCache: "auto", Policy: "lfu", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512}}},
 		{Name: "one sequence's prompt over a batch", Args: "m.gguf --prompt-tokens 16384 -n 16 --runs 1",
-			Want: BenchDecodeOptions{Model: "m.gguf", PromptTokens: 16384, Tokens: 16, Runs: 1, Parallel: 1, Flags: defaultModelFlags()}},
+			Want: BenchDecodeOptions{Model: "m.gguf", PromptTokens: 16384, Tokens: 16, Runs: 1, Parallel: 1, LlamaCPU: "best", Flags: defaultModelFlags()}},
+		{Name: "hostile CPU build", Args: "m.gguf --llama-cpu ../../x", WantErr: "--llama-cpu"},
 		{Name: "parallel zero", Args: "m.gguf --parallel 0", WantErr: "--parallel 0"},
 		{Name: "parallel prompts over a batch", Args: "m.gguf --parallel 17 --prompt-tokens 32", WantErr: "at most 512"},
 		{Name: "one token", Args: "m.gguf -n 1", WantErr: "-n ≥ 2"},

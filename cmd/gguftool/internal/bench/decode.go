@@ -32,6 +32,7 @@ type BenchDecodeOptions struct {
 	Parallel     int
 	Reference    string
 	NoLlamaCpp   bool
+	LlamaCPU     string // llama.cpp's CPU variant: "best" or a build's name
 	JSON         bool
 	Flags        runflags.Model
 }
@@ -48,8 +49,11 @@ whose experts stream through the cache), and llama.cpp's on the same GGUF
 in the same run (the pinned npm package's C API through the oracle
 driver: model read into RAM, no mmap, the run's KV cache type
 (--cache-type-k/v, F16 by default), flash attention off (on for a Q8_0
-cache, which llama.cpp needs it for), the CPU variant llama.cpp picks,
-the same thread count).
+cache, which llama.cpp needs it for), the CPU variant llama.cpp picks
+for this CPU unless --llama-cpu names one of its builds, the same
+thread count). gguftool's kernels are AVX2 (the report says which ran):
+on an AVX-512 CPU, --llama-cpu haswell gives llama.cpp the same
+instructions, and the default gives it its fastest.
 
 The prompt is --prompt-tokens ids (100, 101, …) evaluated as one batch,
 or in batches of --batch-size when longer, and llama.cpp is then given
@@ -78,6 +82,7 @@ Examples:
   gguftool bench decode model.gguf --threads 2
   gguftool bench decode model.pack --reference model.gguf --expert-cache 512MiB --json
   gguftool bench decode model.gguf --prompt-tokens 4096 -n 16 --runs 1
+  gguftool bench decode model.gguf --llama-cpu haswell   # llama.cpp's AVX2 build
 ` + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(1, "a model (GGUF or pack)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -89,6 +94,9 @@ Examples:
 			// --batch-size; sequences decoded together are prefilled in one.
 			if b := o.Flags.BatchSize; o.Parallel < 1 || (o.Parallel > 1 && o.Parallel*o.PromptTokens > b) {
 				return cmdutil.FlagErrorf("bench decode: --parallel %d: want at least 1, with --parallel × --prompt-tokens at most %d (--batch-size)", o.Parallel, b)
+			}
+			if !validCPUVariant(o.LlamaCPU) {
+				return cmdutil.FlagErrorf("bench decode: --llama-cpu %q: want best or a build name such as haswell, skylakex, zen4", o.LlamaCPU)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), o)
@@ -103,6 +111,7 @@ Examples:
 	fl.IntVar(&o.Parallel, "parallel", 1, "sequences decoded together, one batch per step (speeds are their aggregate)")
 	fl.StringVar(&o.Reference, "reference", "", "GGUF for llama.cpp when MODEL is a pack")
 	fl.BoolVar(&o.NoLlamaCpp, "no-llamacpp", false, "measure gguftool only")
+	fl.StringVar(&o.LlamaCPU, "llama-cpu", "best", "llama.cpp's CPU build: best for this CPU, or a name (haswell: AVX2)")
 	fl.BoolVar(&o.JSON, "json", false, "print the result as JSON")
 	o.Flags.Register(cmd)
 	cmdutil.SetJSONSchema(cmd, DecodeSchema)
@@ -124,6 +133,7 @@ type DecodeResult struct {
 	Runs         []engine.Telemetry `json:"runs"`
 	Ours         Speeds             `json:"gguftool"`
 	LlamaCpp     *Speeds            `json:"llamacpp,omitempty"`
+	LlamaCPU     string             `json:"llamacpp_cpu,omitempty"` // the CPU build it ran: best, or a name
 	Reference    string             `json:"reference,omitempty"`
 	PrefillRatio float64            `json:"prefill_ratio,omitempty"` // gguftool ÷ llama.cpp, warm medians
 	DecodeRatio  float64            `json:"decode_ratio,omitempty"`
@@ -288,6 +298,20 @@ func streamBound(ctx context.Context, pack string, last engine.Telemetry) (*Stre
 	return sb, nil
 }
 
+// validCPUVariant reports whether name can be a llama.cpp CPU build
+// (libggml-cpu-NAME.so): best, or lower-case letters and digits.
+func validCPUVariant(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, c := range name {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
 // measureLlamaCpp runs llama.cpp on the GGUF ref as many times as
 // gguftool ran, with the same prompt length, tokens and threads, and
 // records its speeds and the ratios, with the model's KV cache type and
@@ -307,7 +331,7 @@ func measureLlamaCpp(ctx context.Context, o *BenchDecodeOptions, m *engine.Model
 		say("llama.cpp: the driver keeps keys and values in one type, and this run keeps keys in %s and values in %s; measuring gguftool only", k, v)
 		return nil
 	}
-	bo := llamacpp.BenchOptions{PromptTokens: o.PromptTokens, Tokens: o.Tokens, Threads: res.Threads, Parallel: o.Parallel, KV: k.String()}
+	bo := llamacpp.BenchOptions{PromptTokens: o.PromptTokens, Tokens: o.Tokens, Threads: res.Threads, Parallel: o.Parallel, KV: k.String(), CPU: o.LlamaCPU}
 	if b := m.BatchSize(); o.PromptTokens > b && o.Parallel <= 1 {
 		bo.UBatch = b // as gguftool evaluates it; one batch of it all would need its square in scores
 	}
@@ -325,7 +349,7 @@ func measureLlamaCpp(ctx context.Context, o *BenchDecodeOptions, m *engine.Model
 		pre, dec, load = append(pre, p), append(dec, d), append(load, b.LoadSeconds)
 	}
 	res.LlamaCpp = &Speeds{PrefillCold: pre[0], DecodeCold: dec[0], Prefill: median(pre), Decode: median(dec), LoadSeconds: median(load)}
-	res.Reference = ref
+	res.Reference, res.LlamaCPU = ref, bo.CPU
 	res.PrefillRatio = res.Ours.Prefill / res.LlamaCpp.Prefill
 	res.DecodeRatio = res.Ours.Decode / res.LlamaCpp.Decode
 	return nil
@@ -337,8 +361,8 @@ func printDecode(w io.Writer, res *DecodeResult, runs int) {
 	fmt.Fprintf(w, "gguftool   prefill %7.1f tok/s (cold %7.1f)   decode %6.1f tok/s (cold %6.1f)   load %.2f s   %.1f allocs/token\n",
 		res.Ours.Prefill, res.Ours.PrefillCold, res.Ours.Decode, res.Ours.DecodeCold, res.Ours.LoadSeconds, *res.Ours.DecodeAllocs)
 	if res.LlamaCpp != nil {
-		fmt.Fprintf(w, "llama.cpp  prefill %7.1f tok/s               decode %6.1f tok/s                load %.2f s\n",
-			res.LlamaCpp.Prefill, res.LlamaCpp.Decode, res.LlamaCpp.LoadSeconds)
+		fmt.Fprintf(w, "llama.cpp  prefill %7.1f tok/s               decode %6.1f tok/s                load %.2f s   %s CPU build\n",
+			res.LlamaCpp.Prefill, res.LlamaCpp.Decode, res.LlamaCpp.LoadSeconds, res.LlamaCPU)
 		fmt.Fprintf(w, "ratio      prefill %.2f×   decode %.2f×\n", res.PrefillRatio, res.DecodeRatio)
 	}
 	fmt.Fprintln(w, runflags.DescribeCache(res.Experts))
