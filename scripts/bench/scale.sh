@@ -46,6 +46,8 @@
 #   KEEP      1 keeps each model and pack afterwards     [0: deleted, two models do not fit at once]
 #   TIMEOUT   seconds one run may take (0: no limit)     [0]
 #   KV_TYPE   gguftool's KV cache type, when its bench decode has --cache-type-k [f16]
+#   LLAMA_CPU llama.cpp's CPU build: best for this CPU, or a name   [best]
+#             (haswell: AVX2, the instructions of gguftool's kernels)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -59,6 +61,7 @@ DIR=${DIR:-/work/scratch-scale}
 KEEP=${KEEP:-0}
 TIMEOUT=${TIMEOUT:-0}
 KV_TYPE=${KV_TYPE:-f16}
+LLAMA_CPU=${LLAMA_CPU:-best}
 LAYERS=${LAYERS:-}
 GiB=$((1 << 30))
 
@@ -250,7 +253,7 @@ print(j["tensor_bytes"], j["resident_bytes"], record, h["layers"], h["expert_cou
           r=$(cgrun "$limit" "$out" "$bin" bench decode "$model_arg" --prompt-tokens "$prompt" -n "$TOKENS" --runs 1 \
             --threads "$THREADS" --no-llamacpp --json -q "${extra[@]}" "${kvflags[@]}")
         else
-          r=$(cgrun "$limit" "$out" "$oracle" --bins "$bins" --cpu best --threads "$THREADS" --kv f16 "$gguf" bench \
+          r=$(cgrun "$limit" "$out" "$oracle" --bins "$bins" --cpu "$LLAMA_CPU" --threads "$THREADS" --kv "$KV_TYPE" "$gguf" bench \
             --prompt-tokens "$prompt" -n "$TOKENS" "${ubatch[@]}" "${mmap[@]}")
         fi
         read -r rc peak rss oom wall <<< "$r"
@@ -271,7 +274,7 @@ done
 {
   echo "$(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs ($(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | xargs);" \
     "$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx512f)$' | xargs)), $((memtotal / GiB)) GiB RAM," \
-    "memory cgroup v$cgv, load average at the end $(cut -d' ' -f1-3 /proc/loadavg), $TOKENS tokens decoded, $THREADS threads," \
+    "memory cgroup v$cgv, llama.cpp CPU build $LLAMA_CPU, load average at the end $(cut -d' ' -f1-3 /proc/loadavg), $TOKENS tokens decoded, $THREADS threads," \
     "$(( ($(date +%s) - started + 59) / 60 )) min in all"
   echo
 } | tee "$table"

@@ -152,3 +152,24 @@ func TestServeMaxTokensFitsTheContext(t *testing.T) {
 		t.Errorf("--max-tokens 4096 on a 4096 context: %v, want a usage error naming the flag", err)
 	}
 }
+
+// TestRawReadDepth: the raw bandwidth read keeps the queue depth in flight
+// for small records and no more than 64 MiB, but at least two reads, for
+// large ones.
+func TestRawReadDepth(t *testing.T) {
+	for _, c := range []struct {
+		stride int64
+		depth  int
+		want   int
+	}{
+		{1 << 20, 32, 32},   // 32 MiB in flight
+		{13254656, 32, 5},   // gpt-oss-20b's records: 63 MiB
+		{1 << 30, 32, 2},    // larger than the bound: two
+		{1 << 20, 1, 1 + 1}, // at least two
+		{0, 8, 8},           // an empty pack
+	} {
+		if got := rawReadDepth(c.stride, c.depth); got != c.want {
+			t.Errorf("rawReadDepth(%d, %d) = %d, want %d", c.stride, c.depth, got, c.want)
+		}
+	}
+}

@@ -312,6 +312,18 @@ func validCPUVariant(name string) bool {
 	return true
 }
 
+// rawReadInFlight bounds the bytes the raw read keeps in flight: enough
+// for any disk's full speed, and not a cache's worth (gpt-oss-20b's
+// 13 MB records at a queue depth of 32 would be 0.4 GiB).
+const rawReadInFlight = 64 << 20
+
+// rawReadDepth is how many record-sized reads the raw read keeps in
+// flight: the queue depth, fewer where they would hold more than
+// rawReadInFlight, and at least two.
+func rawReadDepth(stride int64, queueDepth int) int {
+	return max(2, min(queueDepth, int(rawReadInFlight/max(stride, 1))))
+}
+
 // measureLlamaCpp runs llama.cpp on the GGUF ref as many times as
 // gguftool ran, with the same prompt length, tokens and threads, and
 // records its speeds and the ratios, with the model's KV cache type and
@@ -379,6 +391,8 @@ func printDecode(w io.Writer, res *DecodeResult, runs int) {
 
 // diskBandwidth reads a pack's containers raw (O_DIRECT, record-sized
 // requests at the engine's queue depth, up to 1 GiB) and returns GB/s.
+// Its buffers are bounded (rawReadDepth), so the measurement does not
+// raise the peak memory of the run it follows.
 func diskBandwidth(ctx context.Context, dir string) (float64, error) {
 	p, err := container.OpenDir(dir)
 	if err != nil {
@@ -395,7 +409,7 @@ func diskBandwidth(ctx context.Context, dir string) (float64, error) {
 		return 0, err
 	}
 	defer rr.Close()
-	pool, err := ioengine.NewPool(int(p.MaxStride()), eng.QueueDepth())
+	pool, err := ioengine.NewPool(int(p.MaxStride()), rawReadDepth(p.MaxStride(), eng.QueueDepth()))
 	if err != nil {
 		return 0, err
 	}
