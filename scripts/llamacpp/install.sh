@@ -12,6 +12,10 @@
 set -euo pipefail
 
 NODE_LLAMA_CPP_VERSION=3.21.1 # ships llama.cpp v0.4.0
+# node-llama-cpp asks for @huggingface/jinja by a caret range, so npm takes
+# the newest 0.5.x of the day; the chat-template tests compare against the
+# version it was released with, pinned here.
+HF_JINJA_VERSION=0.5.11
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 dir=${GGUFTOOL_LLAMACPP_DIR:-$root/.cache/llamacpp}
@@ -20,10 +24,12 @@ dir=$(cd "$dir" && pwd)
 
 pkg=$dir/node_modules/node-llama-cpp
 bins=$dir/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
-if [ ! -f "$pkg/package.json" ] || ! grep -q "\"version\": \"$NODE_LLAMA_CPP_VERSION\"" "$pkg/package.json" || [ ! -d "$bins" ]; then
+jinja=$dir/node_modules/@huggingface/jinja/package.json
+if [ ! -f "$pkg/package.json" ] || ! grep -q "\"version\": \"$NODE_LLAMA_CPP_VERSION\"" "$pkg/package.json" || [ ! -d "$bins" ] ||
+   [ ! -f "$jinja" ] || ! grep -q "\"version\": \"$HF_JINJA_VERSION\"" "$jinja"; then
   echo "installing node-llama-cpp@$NODE_LLAMA_CPP_VERSION into $dir" >&2
   (cd "$dir" && npm install --no-audit --no-fund --silent -E --omit=optional \
-      "node-llama-cpp@$NODE_LLAMA_CPP_VERSION" "@node-llama-cpp/linux-x64@$NODE_LLAMA_CPP_VERSION" >&2)
+      "node-llama-cpp@$NODE_LLAMA_CPP_VERSION" "@node-llama-cpp/linux-x64@$NODE_LLAMA_CPP_VERSION" "@huggingface/jinja@$HF_JINJA_VERSION" >&2)
 fi
 
 # Headers come from the llama.cpp source bundle inside the package.
