@@ -11,7 +11,7 @@ import (
 
 	"github.com/gguftool/gguftool/container"
 
-	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/runtime/engine"
 )
 
 // Result is how the engine reproduced one fixture.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/runtime/engine"
 )
 
 // TestRuntimeGoldens runs the engine on every fixture and requires

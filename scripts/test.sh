@@ -31,7 +31,7 @@ echo "== fuzz (${GGUFTOOL_FUZZTIME:-15s} per target)"
 for target in ./gguf:FuzzReader ./gguf:FuzzOpenSet ./gguf/quant:FuzzDequantize ./gguf/quant:FuzzQuantize ./gguf/quant:FuzzVecDot ./gguf/quant:FuzzVectorKernels \
               ./quantize:FuzzLoadImatrix ./container:FuzzContainer ./container:FuzzManifest ./resident:FuzzManifest \
               ./tiers:FuzzConfig ./tiers:FuzzJournal ./tiers:FuzzObjectURL ./tiers:FuzzListing ./trace:FuzzTrace ./trace:FuzzTraceImport ./tokenizer:FuzzTokenizer \
-              ./server:FuzzRequest ./chattmpl:FuzzTemplate ./engine:FuzzHparams ./cachelab:FuzzParse ./cachelab:FuzzReplayStream ./planner:FuzzParse; do
+              ./runtime/server:FuzzRequest ./chattmpl:FuzzTemplate ./runtime/engine:FuzzHparams ./runtime/cachelab:FuzzParse ./runtime/cachelab:FuzzReplayStream ./runtime/planner:FuzzParse; do
   # Go's fuzz engine occasionally ends a run with a bare "context deadline
   # exceeded" when -fuzztime expires while a worker is busy on a loaded
   # machine; that (and only that: no failing input written) is retried once.
@@ -58,7 +58,7 @@ rm -f "${TMPDIR:-/tmp}/gguftool-ci-serve.gguf"
 
 echo "== codecs and engine again with GOAMD64=v3 (Go may fuse multiply-adds there)"
 GOAMD64=v3 GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./gguf/quant ./quantize
-GOAMD64=v3 go test -run 'Streamed|OneSlot|Archs|WeightTypes' ./engine
+GOAMD64=v3 go test -run 'Streamed|OneSlot|Archs|WeightTypes' ./runtime/engine
 GOAMD64=v3 go test -run TestRuntimeGoldens ./golden
 
 # Every kernel level this CPU has (gguftool --version lists them: generic,
@@ -69,7 +69,7 @@ levels=$(go run ./cmd/gguftool --version | sed -n 's/^kernels: .*(this CPU: \(.*
 for level in $levels; do
   echo "== codecs, engine and goldens with GGUFTOOL_KERNELS=$level"
   GGUFTOOL_KERNELS=$level GGUFTOOL_REQUIRE_LLAMACPP=1 go test -count=1 ./gguf/quant
-  GGUFTOOL_KERNELS=$level go test -count=1 -run 'Streamed|OneSlot|Archs|WeightTypes' ./engine
+  GGUFTOOL_KERNELS=$level go test -count=1 -run 'Streamed|OneSlot|Archs|WeightTypes' ./runtime/engine
   GGUFTOOL_KERNELS=$level go test -count=1 -run TestRuntimeGoldens ./golden
 done
 go test -tags purego ./gguf/quant

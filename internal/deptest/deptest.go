@@ -29,23 +29,23 @@ var Layers = map[string]int{
 	"gguf":       1,
 	"gguf/quant": 1,
 
-	"chattmpl":  2,
-	"synth":     2,
-	"quantize":  2,
-	"container": 2,
-	"tiers":     2,
-	"tokenizer": 2,
-	"trace":     2,
-	"cachelab":  3, // replays traces: imports trace
+	"chattmpl":         2,
+	"synth":            2,
+	"quantize":         2,
+	"container":        2,
+	"tiers":            2,
+	"tokenizer":        2,
+	"trace":            2,
+	"runtime/cachelab": 3, // replays traces: imports trace
 
 	"twins":    3,
 	"resident": 3,
 
-	"engine": 4,
+	"runtime/engine": 4,
 
-	"golden":  5,
-	"planner": 5, // measures a machine and a pack: runs the engine
-	"server":  5,
+	"golden":          5,
+	"runtime/planner": 5, // measures a machine and a pack: runs the engine
+	"runtime/server":  5,
 
 	"cmd/gguftool/internal/cmdutil":  6, // what every command shares
 	"cmd/gguftool/internal/runflags": 6,

@@ -69,7 +69,7 @@ func TestLibrariesDoNotPrintOrExit(t *testing.T) {
 func TestLayerOf(t *testing.T) {
 	for pkg, want := range map[string]int{
 		Module + "/internal/ioengine": 0, Module + "/gguf": 1, Module + "/gguf/quant": 1, Module + "/trace": 2,
-		Module + "/engine": 4, Module + "/cmd/gguftool/internal/cmdutil": 6, Module + "/cmd/gguftool/internal/synth": 7,
+		Module + "/runtime/engine": 4, Module + "/cmd/gguftool/internal/cmdutil": 6, Module + "/cmd/gguftool/internal/synth": 7,
 		Module + "/cmd/gguftool/internal/root": 8, Module + "/cmd/gguftool": 9,
 	} {
 		if l, _, ok := Layer(pkg); !ok || l != want {
@@ -89,7 +89,7 @@ func TestCheckPackagesFinds(t *testing.T) {
 		from, to string
 		bad      bool
 	}{
-		{"engine", "server", true},                                         // upward
+		{"runtime/engine", "runtime/server", true},                         // upward
 		{"internal/ioengine", "internal/units", true},                      // a leaf importing a leaf
 		{"internal/atomicfile", "gguf", true},                              // a leaf importing the product
 		{"gguf", "container", true},                                        // the format under its users
@@ -98,7 +98,7 @@ func TestCheckPackagesFinds(t *testing.T) {
 		{"cmd/gguftool/internal/demo", "cmd/gguftool/internal/synth", false},
 		{"cmd/gguftool/internal/runflags", "cmd/gguftool/internal/cmdutil", false},
 		{"gguf/quant", "gguf", false},
-		{"engine", "trace", false},
+		{"runtime/engine", "trace", false},
 		{"container", "internal/ioengine", false},
 		{"cmd/gguftool/internal/root", "cmd/gguftool/internal/run", false},
 		{"cmd/gguftool/internal/pack", "cmd/gguftool/internal/cmdutil/cmdtest", true}, // test support in the binary
@@ -110,5 +110,10 @@ func TestCheckPackagesFinds(t *testing.T) {
 	}
 	if vs := CheckPackages([]Package{{ImportPath: m("nowhere")}}); len(vs) != 1 {
 		t.Errorf("a package with no layer: %v", vs)
+	}
+	// runtime/ groups packages and holds no Go file of its own: a package
+	// there would shadow the standard library's runtime.
+	if vs := CheckPackages([]Package{{ImportPath: m("runtime")}}); len(vs) != 1 {
+		t.Errorf("a package named runtime: %v", vs)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"runtime/metrics"
 	"time"
 
-	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/runtime/engine"
 )
 
 // decodeTogether is bench decode's run with --parallel above 1: n

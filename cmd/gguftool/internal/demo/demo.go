@@ -20,7 +20,7 @@ import (
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/runflags"
 	synthcmd "github.com/gguftool/gguftool/cmd/gguftool/internal/synth"
 	"github.com/gguftool/gguftool/container"
-	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/resident"

@@ -14,10 +14,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
-	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/internal/filekind"
 	"github.com/gguftool/gguftool/internal/iostreams"
-	"github.com/gguftool/gguftool/planner"
+	"github.com/gguftool/gguftool/runtime/planner"
 )
 
 // PlanOptions are the parsed flags of `gguftool plan`.

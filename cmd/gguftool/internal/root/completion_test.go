@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/quantize"
 	"github.com/gguftool/gguftool/synth"
 	"github.com/gguftool/gguftool/trace"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/runtime/engine"
 )
 
 // repoRoot is the repository, seen from this package's directory.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/bench"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
-	"github.com/gguftool/gguftool/planner"
+	"github.com/gguftool/gguftool/runtime/planner"
 )
 
 // TestPlanThenRun: plan writes a plan beside the pack; run --plan

@@ -13,7 +13,7 @@ import (
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	servecmd "github.com/gguftool/gguftool/cmd/gguftool/internal/serve"
 	"github.com/gguftool/gguftool/internal/iostreams"
-	"github.com/gguftool/gguftool/server"
+	"github.com/gguftool/gguftool/runtime/server"
 )
 
 // TestServe runs gguftool serve on a pack in a storage tier: completions

@@ -16,10 +16,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
-	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/internal/ioengine"
 	"github.com/gguftool/gguftool/internal/iostreams"
-	"github.com/gguftool/gguftool/planner"
+	"github.com/gguftool/gguftool/runtime/planner"
 )
 
 // Model are the flags that say how to open a model.

@@ -15,10 +15,10 @@ import (
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
-	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/internal/ioengine"
 	"github.com/gguftool/gguftool/internal/iostreams"
-	"github.com/gguftool/gguftool/planner"
+	"github.com/gguftool/gguftool/runtime/planner"
 )
 
 // parse registers the flags on a bare command and parses argv.

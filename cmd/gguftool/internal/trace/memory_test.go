@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gguftool/gguftool/cachelab"
+	"github.com/gguftool/gguftool/runtime/cachelab"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/trace"
 )

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/synth"
 	"github.com/gguftool/gguftool/tokenizer"

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/runtime/engine"
 )
 
 // metrics are the counters /metrics exposes in the Prometheus text

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/runtime/engine"
 )
 
 // TestMain lets a test serve in a child process, to measure the server's

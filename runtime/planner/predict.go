@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/gguftool/gguftool/cachelab"
-	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/runtime/cachelab"
+	"github.com/gguftool/gguftool/runtime/engine"
 )
 
 // Tier is a candidate set of resident (non-expert) weights: the pack's

@@ -1,6 +1,6 @@
 package engine
 
-import "github.com/gguftool/gguftool/cachelab"
+import "github.com/gguftool/gguftool/runtime/cachelab"
 
 // Policies are the expert cache's eviction policies: the cache-policy
 // lab's online ones (package cachelab), so a replay of a trace and the

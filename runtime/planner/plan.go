@@ -9,7 +9,7 @@ import (
 	"os"
 	"slices"
 
-	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/atomicfile"
 )

@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/gguftool/gguftool/chattmpl"
-	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/tokenizer"
 )
 

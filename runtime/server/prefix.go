@@ -4,7 +4,7 @@ import (
 	"container/list"
 	"slices"
 
-	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/runtime/engine"
 )
 
 // prefixCache keeps the states of recent prompts, least recently used

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gguftool/gguftool/engine"
+	"github.com/gguftool/gguftool/runtime/engine"
 )
 
 // sequence is a job the batch is generating: its session, sampler and

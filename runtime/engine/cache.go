@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/gguftool/gguftool/cachelab"
+	"github.com/gguftool/gguftool/runtime/cachelab"
 
 	"github.com/gguftool/gguftool/internal/ioengine"
 	"github.com/gguftool/gguftool/internal/iostreams"
