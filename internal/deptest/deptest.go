@@ -26,8 +26,12 @@ const Module = "github.com/gguftool/gguftool"
 var Layers = map[string]int{
 	"internal": 0, // leaves: stdlib and third-party imports only
 
-	"gguf":       1,
-	"gguf/quant": 1,
+	"gguf":        1,
+	"gguf/quant":  1,
+	"gpu/vk":      1, // the Vulkan API through purego: stdlib and purego only
+	"gpu/shaders": 1, // embedded SPIR-V
+
+	"gpu": 2, // the Vulkan backend: devices, memory, batches, kernels; never the engine
 
 	"chattmpl":         2,
 	"synth":            2,

@@ -1,0 +1,217 @@
+package gpu
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gguftool/gguftool/gguf"
+)
+
+// Weights is a weight matrix on the device, in the bytes the GGUF file
+// stores (decoded by the kernels as they read it): Rows × Cols of Type,
+// or a stack of Experts such matrices. A matrix larger than one storage
+// buffer may hold is split into parts of whole rows; a stack of experts
+// must fit one buffer (the expert-indexed kernel addresses them in it).
+type Weights struct {
+	Type       gguf.Type
+	Rows, Cols int
+	Experts    int
+	rowBytes   int64
+	parts      []weightPart
+}
+
+type weightPart struct {
+	buf  *Buffer
+	row0 int // first row (of the whole matrix) in this part
+	rows int
+}
+
+// matmulTypes are the weight types the matmul kernels decode.
+var matmulTypes = map[gguf.Type]string{
+	gguf.TypeF32: "f32", gguf.TypeF16: "f16", gguf.TypeBF16: "bf16",
+	gguf.TypeQ8_0: "q8_0", gguf.TypeQ4_0: "q4_0", gguf.TypeQ4_1: "q4_1", gguf.TypeQ5_0: "q5_0", gguf.TypeQ5_1: "q5_1",
+}
+
+// MatMulTypes lists the weight types the device kernels multiply.
+func MatMulTypes() []gguf.Type {
+	var ts []gguf.Type
+	for t := range matmulTypes {
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// CanMatMul reports whether the kernels decode type t.
+func CanMatMul(t gguf.Type) bool { _, ok := matmulTypes[t]; return ok }
+
+// UploadWeights puts a matrix (experts 1) or a stack of experts' matrices
+// on the device. data is experts × rows rows of cols values of type t.
+func (d *Device) UploadWeights(name string, t gguf.Type, rows, cols, experts int, data []byte) (*Weights, error) {
+	if !CanMatMul(t) {
+		return nil, &FeatureError{Device: d.info.Name, Feature: fmt.Sprintf("a kernel for %s weights (%s)", t, name)}
+	}
+	if int64(cols)%t.BlockSize() != 0 {
+		return nil, fmt.Errorf("%s: %d columns is not a whole number of %s blocks", name, cols, t)
+	}
+	rowBytes := t.RowBytes(int64(cols))
+	if experts < 1 {
+		experts = 1
+	}
+	if want := rowBytes * int64(rows) * int64(experts); int64(len(data)) != want {
+		return nil, fmt.Errorf("%s: %d bytes of %s, want %d for %d×%d×%d", name, len(data), t, want, experts, rows, cols)
+	}
+	w := &Weights{Type: t, Rows: rows, Cols: cols, Experts: experts, rowBytes: rowBytes}
+	limit := int64(d.info.Limits.MaxStorageBufferRange)
+	perPart := rows
+	if experts > 1 {
+		if int64(len(data)) > limit {
+			return nil, fmt.Errorf("%s: a stack of %d experts is %s, more than one storage buffer of %q holds (%s)",
+				name, experts, sizeString(int64(len(data))), d.info.Name, sizeString(limit))
+		}
+	} else if int64(rows)*rowBytes > limit {
+		perPart = int(limit / rowBytes)
+		if perPart == 0 {
+			return nil, fmt.Errorf("%s: one row is %s, more than a storage buffer holds", name, sizeString(rowBytes))
+		}
+	}
+	for row0 := 0; row0 < rows; row0 += perPart {
+		n := min(perPart, rows-row0)
+		lo, hi := int64(row0)*rowBytes, int64(row0+n)*rowBytes
+		if experts > 1 {
+			lo, hi = 0, int64(len(data))
+		}
+		buf, err := d.Alloc(hi-lo, name)
+		if err != nil {
+			w.Free()
+			return nil, err
+		}
+		w.parts = append(w.parts, weightPart{buf: buf, row0: row0, rows: n})
+		if err := d.Write(buf, 0, data[lo:hi]); err != nil {
+			w.Free()
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// Bytes is the device memory the weights hold.
+func (w *Weights) Bytes() int64 {
+	var n int64
+	for _, p := range w.parts {
+		n += p.buf.size
+	}
+	return n
+}
+
+// Free releases the weights.
+func (w *Weights) Free() {
+	for _, p := range w.parts {
+		p.buf.Free()
+	}
+	w.parts = nil
+}
+
+// matmulPush is the kernel's push constants (matmul.comp).
+type matmulPush struct {
+	cols, rows, rowBytes, wOffset, xOffset, xStride, yOffset, yStride, ncols, expertBytes, xDiv, unused uint32
+}
+
+func (p matmulPush) words() []uint32 {
+	return []uint32{p.cols, p.rows, p.rowBytes, p.wOffset, p.xOffset, p.xStride, p.yOffset, p.yStride, p.ncols, p.expertBytes, p.xDiv, p.unused}
+}
+
+// matmulWorkgroup is the kernels' workgroup size: a power of two for the
+// shared-memory reduction, at least a subgroup.
+const matmulWorkgroup = 64
+
+// Columns of x and y: Off is the float offset of column 0, Stride the
+// floats from one column to the next.
+type Columns struct {
+	Buf         *Buffer
+	Off, Stride int
+}
+
+// MatMul records y[c] = W·x[c] for ncols columns (the rows of a batch).
+func (b *Batch) MatMul(w *Weights, x, y Columns, ncols int) error {
+	if w.Experts != 1 {
+		return fmt.Errorf("gpu: MatMul of a stack of %d experts: use MatMulExperts", w.Experts)
+	}
+	numCols := uint32(1)
+	for numCols < 8 && int(numCols) < ncols {
+		numCols *= 2
+	}
+	k, err := b.r.d.matmulKernel(w.Type, numCols, false)
+	if err != nil {
+		return err
+	}
+	for _, part := range w.parts {
+		push := matmulPush{cols: uint32(w.Cols), rows: uint32(part.rows), rowBytes: uint32(w.rowBytes),
+			xOffset: uint32(x.Off), xStride: uint32(x.Stride), yOffset: uint32(y.Off + part.row0), yStride: uint32(y.Stride),
+			ncols: uint32(ncols), xDiv: 1}
+		groups := rowGroups(part.rows)
+		groups[1] = (uint32(ncols) + numCols - 1) / numCols
+		if err := b.Dispatch(k, groups, push.words(), part.buf, x.Buf, y.Buf, b.r.d.dummyBuffer()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MatMulExperts records, for each of n columns c, y[c] = W[ids[c]]·x[c /
+// xDiv]: the routed rows of a MoE layer (xDiv = experts per token when
+// every expert of a token reads that token's activations, 1 when each
+// reads its own).
+func (b *Batch) MatMulExperts(w *Weights, ids *Buffer, x Columns, xDiv int, y Columns, n int) error {
+	k, err := b.r.d.matmulKernel(w.Type, 1, true)
+	if err != nil {
+		return err
+	}
+	part := w.parts[0]
+	push := matmulPush{cols: uint32(w.Cols), rows: uint32(w.Rows), rowBytes: uint32(w.rowBytes),
+		xOffset: uint32(x.Off), xStride: uint32(x.Stride), yOffset: uint32(y.Off), yStride: uint32(y.Stride),
+		ncols: uint32(n), expertBytes: uint32(w.rowBytes * int64(w.Rows)), xDiv: uint32(max(xDiv, 1))}
+	groups := rowGroups(w.Rows)
+	groups[1] = uint32(n)
+	return b.Dispatch(k, groups, push.words(), part.buf, x.Buf, y.Buf, ids)
+}
+
+// rowGroups spreads rows workgroups over x and z, each at most 65535 (the
+// least every device dispatches).
+func rowGroups(rows int) [3]uint32 {
+	const most = 65535
+	if rows <= most {
+		return [3]uint32{uint32(rows), 1, 1}
+	}
+	z := (rows + most - 1) / most
+	return [3]uint32{uint32((rows + z - 1) / z), 1, uint32(z)}
+}
+
+// matmulKernel picks the variant the device runs: subgroup reductions
+// where it has them (unless the options ask for the plain kernels).
+func (d *Device) matmulKernel(t gguf.Type, numCols uint32, experts bool) (*Kernel, error) {
+	name := "matmul_" + matmulTypes[t]
+	if d.UsesSubgroups() {
+		name += "_sg"
+	}
+	ids := uint32(0)
+	if experts {
+		ids = 1
+	}
+	return d.Kernel(name, 4, 48, matmulWorkgroup, numCols, ids)
+}
+
+// UsesSubgroups says whether the kernels reduce with subgroup operations.
+func (d *Device) UsesSubgroups() bool {
+	return d.info.Features.SubgroupArithmetic && !d.opts.Plain
+}
+
+// KernelVariants names the variants the device runs, for gpu info.
+func (d *Device) KernelVariants() []string {
+	var v []string
+	if d.UsesSubgroups() {
+		v = append(v, "subgroup reductions (_sg)")
+	} else {
+		v = append(v, "shared-memory reductions")
+	}
+	return []string{strings.Join(v, ", ")}
+}

@@ -1,0 +1,1 @@
+// K-quants: to come
