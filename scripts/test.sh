@@ -2,7 +2,7 @@
 # Runs every test: installs the pinned llama.cpp oracle (npm) and builds
 # its drivers, builds the pinned S3 server (versitygw) the s3-tier tests
 # start, vets, runs all Go tests with the oracle and the S3 server
-# required (so neither kind of test can silently skip), runs the README's
+# required, and the GPU tests on lavapipe (so no kind of test can silently skip), runs the README's
 # examples as written, each fuzz target briefly, the golden check, a
 # short load test of the server, the engine and codecs again under GOAMD64=v3 and at every
 # kernel level the CPU has, and the builds that must keep working.
@@ -22,7 +22,9 @@ echo "== go vet"
 go vet ./...
 
 echo "== go test"
-GGUFTOOL_REQUIRE_LLAMACPP=1 GGUFTOOL_REQUIRE_S3=1 go test ./...
+# The GPU tests run on Mesa's lavapipe with the validation layer; a
+# missing driver, layer, glslc or Vulkan headers fails them here.
+GGUFTOOL_REQUIRE_LLAMACPP=1 GGUFTOOL_REQUIRE_S3=1 GGUFTOOL_REQUIRE_GPU=1 go test ./...
 
 echo "== README examples, as written, against a fresh build"
 scripts/readme-examples.sh
