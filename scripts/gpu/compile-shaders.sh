@@ -7,6 +7,7 @@
 #
 #   scripts/gpu/compile-shaders.sh          # into gpu/shaders/spv, dropping modules no longer listed
 #   scripts/gpu/compile-shaders.sh DIR      # into DIR (the test's check)
+#   GPU_VARIANTS=ops scripts/gpu/compile-shaders.sh   # only ops.variants, dropping nothing
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 shaders=$root/gpu/shaders
@@ -22,8 +23,8 @@ while read -r name src defines; do
     -o "$out/$name.spv.tmp" "$shaders/src/$src"
   mv "$out/$name.spv.tmp" "$out/$name.spv"
   listed[$name]=1
-done < <(cat "$shaders"/*.variants)
-if [ $# -eq 0 ]; then
+done < <(cat "$shaders"/${GPU_VARIANTS:-*}.variants)
+if [ $# -eq 0 ] && [ -z "${GPU_VARIANTS:-}" ]; then
   for f in "$out"/*.spv; do
     n=$(basename "$f" .spv)
     [ -n "${listed[$n]:-}" ] || { echo "removing $f (in no .variants file)" >&2; rm -f "$f"; }
