@@ -27,10 +27,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/llamacpp"
 	"github.com/gguftool/gguftool/quantize"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/synth"
 )
 

@@ -2,9 +2,9 @@ package gpu
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/gpu/shaders"
 )
 
 // Weights is a weight matrix on the device, in the bytes the GGUF file
@@ -205,13 +205,13 @@ func (d *Device) UsesSubgroups() bool {
 	return d.info.Features.SubgroupArithmetic && !d.opts.Plain
 }
 
-// KernelVariants names the variants the device runs, for gpu info.
-func (d *Device) KernelVariants() []string {
-	var v []string
-	if d.UsesSubgroups() {
-		v = append(v, "subgroup reductions (_sg)")
-	} else {
-		v = append(v, "shared-memory reductions")
+// VariantsFor names the kernel variants a device with features f runs.
+func VariantsFor(f Features) []string {
+	if f.SubgroupArithmetic {
+		return []string{"subgroup reductions (_sg)"}
 	}
-	return []string{strings.Join(v, ", ")}
+	return []string{"shared-memory reductions"}
 }
+
+// Kernels lists the embedded kernel modules.
+func Kernels() []string { return shaders.Names() }

@@ -10,10 +10,10 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/gguftool/gguftool/runtime/cachelab"
 	"github.com/gguftool/gguftool/container"
-	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/resident"
+	"github.com/gguftool/gguftool/runtime/cachelab"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/trace"
 )
 

@@ -9,9 +9,9 @@ import (
 	"os"
 	"slices"
 
-	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/atomicfile"
+	"github.com/gguftool/gguftool/runtime/engine"
 )
 
 // The plan file's schema, its version included (docs/format/plan.md).

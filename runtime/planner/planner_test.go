@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gguftool/gguftool/runtime/cachelab"
 	"github.com/gguftool/gguftool/container"
-	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/resident"
+	"github.com/gguftool/gguftool/runtime/cachelab"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/synth"
 	"github.com/gguftool/gguftool/trace"
 )

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/synth"
 	"github.com/gguftool/gguftool/tokenizer"
 )

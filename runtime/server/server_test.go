@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/synth"
 	"github.com/gguftool/gguftool/tokenizer"
 )

@@ -15,11 +15,11 @@ import (
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/runflags"
 	"github.com/gguftool/gguftool/container"
-	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/gguf/quant"
 	"github.com/gguftool/gguftool/internal/ioengine"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/internal/llamacpp"
+	"github.com/gguftool/gguftool/runtime/engine"
 )
 
 // BenchDecodeOptions are the parsed flags of `gguftool bench decode`.

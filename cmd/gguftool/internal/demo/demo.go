@@ -20,10 +20,10 @@ import (
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/runflags"
 	synthcmd "github.com/gguftool/gguftool/cmd/gguftool/internal/synth"
 	"github.com/gguftool/gguftool/container"
-	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/resident"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/synth"
 	"github.com/gguftool/gguftool/tokenizer"
 )

@@ -14,9 +14,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
-	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/internal/filekind"
 	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/runtime/planner"
 )
 

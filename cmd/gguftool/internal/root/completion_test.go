@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/quantize"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/synth"
 	"github.com/gguftool/gguftool/trace"
 )

@@ -12,9 +12,9 @@ import (
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/runflags"
-	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/gguf/quant"
 	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/tokenizer"
 	"github.com/gguftool/gguftool/trace"
 )

@@ -16,9 +16,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
-	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/internal/ioengine"
 	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/runtime/planner"
 )
 

@@ -15,9 +15,9 @@ import (
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
-	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/internal/ioengine"
 	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/runtime/planner"
 )
 

@@ -19,8 +19,8 @@ import (
 	"github.com/gguftool/gguftool/chattmpl"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/runflags"
-	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/runtime/server"
 	"github.com/gguftool/gguftool/tiers"
 )

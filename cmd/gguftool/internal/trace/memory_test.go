@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gguftool/gguftool/runtime/cachelab"
 	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/runtime/cachelab"
 	"github.com/gguftool/gguftool/trace"
 )
 

@@ -10,13 +10,13 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/gguftool/gguftool/runtime/cachelab"
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil/cmdtest"
 	"github.com/gguftool/gguftool/container"
-	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/internal/ioengine"
 	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/runtime/cachelab"
+	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/synth"
 	"github.com/gguftool/gguftool/trace"
 )
