@@ -62,6 +62,16 @@ var jsonOutputsNotRun = map[string]string{
 	"gguftool golden check":  "rebuilds and runs every fixture: minutes (scripts/test.sh runs it; TestGoldenCheckRuns runs two with --only)",
 }
 
+// gpuInfoCode is gpu info's exit code here: 0 where Mesa's lavapipe (or
+// any Vulkan device) is installed, 5 where there is none; the document
+// carries its schema either way.
+func gpuInfoCode() int {
+	if _, err := os.Stat("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"); err == nil {
+		return 0
+	}
+	return cmdutil.ExitNotFound
+}
+
 // TestJSONOutputsCarryTheirSchema runs every command with --json that
 // takes less than a second on a tiny model, and checks that the one
 // document on stdout carries the schema the command records (which
@@ -109,6 +119,7 @@ func TestJSONOutputsCarryTheirSchema(t *testing.T) {
 		{[]string{"ensure-hot", "m.gguf"}, 0},
 		{[]string{"twins", "verify", model, filepath.Join(cold, "m.gguf")}, 0},
 		{[]string{"tiers", "forget", "m.gguf", "--tier", "cold"}, 0},
+		{[]string{"gpu", "info"}, gpuInfoCode()},
 	}
 	schemas := jsonSchemas(commandTree())
 	checked := map[string]bool{}

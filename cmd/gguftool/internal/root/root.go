@@ -19,6 +19,7 @@ import (
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	democmd "github.com/gguftool/gguftool/cmd/gguftool/internal/demo"
 	goldencmd "github.com/gguftool/gguftool/cmd/gguftool/internal/golden"
+	gpucmd "github.com/gguftool/gguftool/cmd/gguftool/internal/gpucmd"
 	inspectcmd "github.com/gguftool/gguftool/cmd/gguftool/internal/inspect"
 	packcmd "github.com/gguftool/gguftool/cmd/gguftool/internal/pack"
 	plancmd "github.com/gguftool/gguftool/cmd/gguftool/internal/plan"
@@ -33,6 +34,7 @@ import (
 	"github.com/gguftool/gguftool/container"
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/gguf/quant"
+	"github.com/gguftool/gguftool/gpu"
 	"github.com/gguftool/gguftool/internal/filekind"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/resident"
@@ -143,6 +145,7 @@ ends the process at once, killed by that signal (shell status 130 or 143).
 		tracecmd.NewCmdTrace(f),
 		benchcmd.NewCmdBench(f),
 		plancmd.NewCmdPlan(f, nil),
+		gpucmd.NewCmdGPU(f),
 	)
 	return root
 }
@@ -167,7 +170,7 @@ func ExitCode(err error) int {
 		// After the codes above: a file of the wrong kind inside an
 		// artifact found malformed or not a twin keeps that meaning.
 		return cmdutil.ExitUsage
-	case errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, os.ErrNotExist), errors.Is(err, gpu.ErrNoLoader), errors.Is(err, gpu.ErrNoDevice):
 		return cmdutil.ExitNotFound
 	}
 	return cmdutil.ExitFailure
