@@ -79,14 +79,10 @@ func open(opts Options) (*Opened, error) {
 	}
 	index := opts.Device
 	if index < 0 {
-		index = PickDevice(in.Devices())
+		index = PickDevice(in.Devices(), opts.Mode == ModeOn)
 		if index < 0 {
 			in.Close()
-			if len(in.Devices()) == 0 {
-				return nil, fmt.Errorf("%w: the Vulkan loader found no device (it looked through %s)", ErrNoDevice, driverFilesHint())
-			}
-			d := in.Devices()[0]
-			return nil, &FeatureError{Device: d.Name, Feature: d.RequiredFeature()}
+			return nil, noDevice(in.Devices(), opts.Mode)
 		}
 	}
 	dev, err := in.OpenDevice(index, DeviceOptions{Budget: opts.Budget, PipelineCacheDir: pipelineCacheDir()})
@@ -97,18 +93,42 @@ func open(opts Options) (*Opened, error) {
 	return &Opened{Device: dev, Instance: in}, nil
 }
 
-// PickDevice is the device --gpu auto uses: a discrete GPU, then an
-// integrated one, then any usable device (lavapipe); −1 when none is
-// usable.
-func PickDevice(devs []DeviceInfo) int {
-	for _, want := range []string{"discrete", "integrated", ""} {
+// PickDevice is the device a command uses without --gpu-device: a
+// discrete GPU, then an integrated one, then a virtual one; with cpu
+// (--gpu on) also a driver that runs on the CPU (Mesa's lavapipe), which
+// --gpu auto never picks, since gguftool's own CPU path is faster than
+// it. −1 when none is usable.
+func PickDevice(devs []DeviceInfo, cpu bool) int {
+	kinds := []string{"discrete", "integrated", "virtual", "other"}
+	if cpu {
+		kinds = append(kinds, "cpu")
+	}
+	for _, want := range kinds {
 		for _, d := range devs {
-			if d.Unusable == "" && (want == "" || d.Type == want) {
+			if d.Unusable == "" && d.Type == want {
 				return d.Index
 			}
 		}
 	}
 	return -1
+}
+
+// noDevice says why no device was picked.
+func noDevice(devs []DeviceInfo, mode Mode) error {
+	if len(devs) == 0 {
+		return fmt.Errorf("%w: the Vulkan loader found no device (it looked through %s)", ErrNoDevice, driverFilesHint())
+	}
+	var unusable []DeviceInfo
+	for _, d := range devs {
+		if d.Unusable != "" {
+			unusable = append(unusable, d)
+		}
+	}
+	if len(unusable) == len(devs) {
+		return &FeatureError{Device: devs[0].Name, Feature: devs[0].RequiredFeature()}
+	}
+	return fmt.Errorf("%w: only a driver that runs on the CPU (%s), which --gpu auto leaves to gguftool's own CPU path; --gpu on uses it",
+		ErrNoDevice, devs[0].Name)
 }
 
 // pipelineCacheDir is where compiled pipelines are kept between runs:

@@ -44,8 +44,10 @@ type Info struct {
 	Schema  string           `json:"schema"`
 	Loader  string           `json:"loader_version"`
 	Devices []gpu.DeviceInfo `json:"devices"`
-	// Chosen is the device --gpu auto would use, −1 for none.
+	// Chosen is the device --gpu auto would use and ChosenOn the one
+	// --gpu on would (which may be a driver on the CPU), −1 for none.
 	Chosen   int      `json:"chosen"`
+	ChosenOn int      `json:"chosen_with_gpu_on"`
 	Variants []string `json:"kernel_variants"`
 	Kernels  []string `json:"kernels"`
 	// Error says why there is no loader or instance.
@@ -62,9 +64,10 @@ func NewCmdInfo(f *cmdutil.Factory, runF func(context.Context, *InfoOptions) err
 memory heaps (with the budget the driver reports, where it does), the
 features the kernels are chosen by, and whether gguftool can use it (a
 device needs Vulkan 1.2, a compute queue and 16-bit storage buffers).
-The device --gpu auto would pick is marked, with the kernel variants it
+The device --gpu on would pick is marked, with the kernel variants it
 would run (subgroup reductions where the device has subgroup
-arithmetic).
+arithmetic). --gpu auto picks the same but never a driver that runs on
+the CPU (Mesa's lavapipe): gguftool's own CPU path is faster.
 
 The loader is libvulkan.so.1 (Debian's libvulkan1); VK_DRIVER_FILES
 names the drivers it loads, e.g. NVIDIA's nvidia_icd.json where it lives
@@ -92,7 +95,7 @@ Examples:
 }
 
 func infoRun(ctx context.Context, o *InfoOptions) error {
-	r := Info{Schema: InfoSchema, Devices: []gpu.DeviceInfo{}, Chosen: -1, Kernels: gpu.Kernels()}
+	r := Info{Schema: InfoSchema, Devices: []gpu.DeviceInfo{}, Chosen: -1, ChosenOn: -1, Kernels: gpu.Kernels()}
 	in, err := gpu.OpenInstance(gpu.InstanceOptions{})
 	if err != nil {
 		r.Error = err.Error()
@@ -108,9 +111,9 @@ func infoRun(ctx context.Context, o *InfoOptions) error {
 	if devs := in.Devices(); devs != nil {
 		r.Devices = devs
 	}
-	r.Chosen = gpu.PickDevice(r.Devices)
-	if r.Chosen >= 0 {
-		r.Variants = gpu.VariantsFor(r.Devices[r.Chosen].Features)
+	r.Chosen, r.ChosenOn = gpu.PickDevice(r.Devices, false), gpu.PickDevice(r.Devices, true)
+	if r.ChosenOn >= 0 {
+		r.Variants = gpu.VariantsFor(r.Devices[r.ChosenOn].Features)
 	}
 	if o.JSON {
 		if err := cmdutil.PrintJSON(o.IO.Out, r); err != nil {
@@ -119,7 +122,7 @@ func infoRun(ctx context.Context, o *InfoOptions) error {
 	} else {
 		printInfo(o.IO.Out, r)
 	}
-	if r.Chosen < 0 {
+	if r.ChosenOn < 0 {
 		return &cmdutil.ExitError{Code: cmdutil.ExitNotFound, Err: fmt.Errorf("%w among the %d the loader sees", gpu.ErrNoDevice, len(r.Devices))}
 	}
 	return nil
@@ -129,7 +132,7 @@ func printInfo(w io.Writer, r Info) {
 	fmt.Fprintf(w, "Vulkan loader %s, %d device(s)\n", r.Loader, len(r.Devices))
 	for _, d := range r.Devices {
 		mark := " "
-		if d.Index == r.Chosen {
+		if d.Index == r.ChosenOn {
 			mark = "*"
 		}
 		fmt.Fprintf(w, "%s %d: %s (%s), driver %s %s, Vulkan %s\n", mark, d.Index, d.Name, d.Type, d.Driver, d.DriverInfo, d.API)
@@ -149,9 +152,13 @@ func printInfo(w io.Writer, r Info) {
 			fmt.Fprintf(w, "    unusable: %s\n", d.Unusable)
 		}
 	}
-	if r.Chosen >= 0 {
+	switch {
+	case r.Chosen >= 0:
 		fmt.Fprintf(w, "--gpu auto uses device %d with %s\n", r.Chosen, strings.Join(r.Variants, ", "))
-	} else {
+	case r.ChosenOn >= 0:
+		fmt.Fprintf(w, "--gpu auto runs on the CPU (device %d is a driver on the CPU); --gpu on uses it with %s\n",
+			r.ChosenOn, strings.Join(r.Variants, ", "))
+	default:
 		fmt.Fprintln(w, "no usable device: --gpu auto runs on the CPU")
 	}
 }

@@ -22,8 +22,8 @@ func TestNewCmdInfo(t *testing.T) {
 
 const lavapipeICD = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
 
-// TestInfoJSON lists lavapipe as a usable, chosen device with its heaps
-// and features.
+// TestInfoJSON lists lavapipe as a usable device with its heaps and
+// features, the one --gpu on picks and --gpu auto does not.
 func TestInfoJSON(t *testing.T) {
 	if _, err := os.Stat(lavapipeICD); err != nil {
 		if os.Getenv("GGUFTOOL_REQUIRE_GPU") == "1" {
@@ -40,7 +40,7 @@ func TestInfoJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if r.Schema != InfoSchema || len(r.Devices) != 1 || r.Chosen != 0 || len(r.Variants) == 0 || len(r.Kernels) == 0 {
+	if r.Schema != InfoSchema || len(r.Devices) != 1 || r.Chosen != -1 || r.ChosenOn != 0 || len(r.Variants) == 0 || len(r.Kernels) == 0 {
 		t.Fatalf("gpu info: %+v", r)
 	}
 	d := r.Devices[0]
@@ -60,7 +60,7 @@ func TestInfoWithoutDevice(t *testing.T) {
 		t.Fatalf("no driver: %v, want exit %d", err, cmdutil.ExitNotFound)
 	}
 	var r Info
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Schema != InfoSchema || r.Error == "" || r.Chosen != -1 {
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Schema != InfoSchema || r.Error == "" || r.Chosen != -1 || r.ChosenOn != -1 {
 		t.Fatalf("no driver: the document is %+v (%v)\n%s", r, err, out)
 	}
 }
