@@ -163,6 +163,23 @@ func (b *Batch) Copy(src *Buffer, srcOff int64, dst *Buffer, dstOff int64, n int
 	b.r.copy(src, srcOff, dst, dstOff, n)
 }
 
+// Zero records zeroing n floats of s.
+func (b *Batch) Zero(s Span, n int) {
+	if n <= 0 {
+		return
+	}
+	b.r.barrier()
+	b.r.d.cmd.CmdFillBuffer(b.r.d.cmdBuf, s.Buf.handle, vk.DeviceSize(4*s.Off), vk.DeviceSize(4*n), 0)
+	b.r.commands++
+}
+
+// CopyFloats records a copy of n floats from src to dst.
+func (b *Batch) CopyFloats(dst, src Span, n int) {
+	if n > 0 {
+		b.r.copy(src.Buf, int64(4*src.Off), dst.Buf, int64(4*dst.Off), int64(4*n))
+	}
+}
+
 // Submit runs the batch and waits for it.
 func (b *Batch) Submit() error {
 	if !b.open {

@@ -213,3 +213,39 @@ func TestValidationLayerReports(t *testing.T) {
 	}
 	t.Logf("the layer said: %.200s", msgs[0])
 }
+
+// TestZeroAndCopy: recorded fills and copies land where they are asked
+// to, after what came before them in the batch.
+func TestZeroAndCopy(t *testing.T) {
+	d := openTestDevice(t, DeviceOptions{})
+	b1, _ := d.Alloc(4*64, "a")
+	b2, _ := d.Alloc(4*64, "b")
+	defer b1.Free()
+	defer b2.Free()
+	src := make([]float32, 64)
+	for i := range src {
+		src[i] = float32(i + 1)
+	}
+	d.WriteFloats(b1, 0, src)
+	poison(t, d, b2, 64)
+	b, err := d.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Zero(Span{b1, 10}, 5)
+	b.CopyFloats(Span{b2, 3}, Span{b1, 8}, 20)
+	if err := b.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 64)
+	d.ReadFloats(b2, 0, got)
+	for i := 3; i < 23; i++ {
+		want := src[i+5]
+		if i+5 >= 10 && i+5 < 15 {
+			want = 0
+		}
+		if got[i] != want {
+			t.Fatalf("b2[%d] = %v, want %v", i, got[i], want)
+		}
+	}
+}
