@@ -36,8 +36,9 @@ type DeviceOptions struct {
 }
 
 // Device is an opened device: one compute queue, its memory and the
-// pipelines built on it. Its methods are safe for concurrent use; the
-// queue takes one batch at a time.
+// pipelines built on it. Its methods are safe for concurrent use: each
+// batch records into its own command buffer, and the queue takes one
+// submission at a time.
 type Device struct {
 	in     *Instance
 	info   DeviceInfo
@@ -46,11 +47,11 @@ type Device struct {
 	handle vk.Device
 	queue  vk.Queue
 
-	mu       sync.Mutex // the queue, the command buffer, the descriptor pool, the staging buffer
-	cmdPool  vk.CommandPool
-	cmdBuf   vk.CommandBuffer
-	fence    vk.Fence
-	descPool vk.DescriptorPool
+	qmu      sync.Mutex // the queue: one submission at a time
+	smu      sync.Mutex // the staging buffer
+	cmu      sync.Mutex // the execution contexts
+	free     []*execContext
+	contexts []*execContext
 	pcache   vk.PipelineCache
 	kmu      sync.Mutex // kernels
 	kernels  map[string]*Kernel
@@ -63,6 +64,7 @@ type Device struct {
 	mappedVRAM   bool
 
 	amu    sync.Mutex // the accounting below
+	live   map[*Buffer]struct{}
 	budget int64
 	used   int64
 	peak   int64
@@ -96,7 +98,7 @@ func (in *Instance) OpenDevice(index int, opts DeviceOptions) (*Device, error) {
 	if opts.MaxBuffer > 0 && uint64(opts.MaxBuffer) < info.Limits.MaxStorageBufferRange {
 		info.Limits.MaxStorageBufferRange = uint64(opts.MaxBuffer)
 	}
-	d := &Device{in: in, info: info, opts: opts, cmd: in.cmd, kernels: map[string]*Kernel{}}
+	d := &Device{in: in, info: info, opts: opts, cmd: in.cmd, kernels: map[string]*Kernel{}, live: map[*Buffer]struct{}{}}
 	if err := d.create(in.physical[index]); err != nil {
 		return nil, err
 	}
@@ -172,35 +174,91 @@ func (d *Device) check(call string, r vk.Result) error {
 	return fmt.Errorf("Vulkan device %q: %w", d.info.Name, err)
 }
 
-// setup makes the command pool and buffer, the fence, the descriptor
-// pool, the pipeline cache and picks memory types.
-func (d *Device) setup() error {
+// execContext is what one batch records into: its own command pool and
+// buffer, fence and descriptor pool (each externally synchronized in
+// Vulkan), so batches of different goroutines record at once and only
+// their submissions take turns on the queue.
+type execContext struct {
+	pool     vk.CommandPool
+	cmdBuf   vk.CommandBuffer
+	fence    vk.Fence
+	descPool vk.DescriptorPool
+}
+
+// acquire takes a free execution context, making one if none is free.
+func (d *Device) acquire() (*execContext, error) {
+	d.cmu.Lock()
+	if n := len(d.free); n > 0 {
+		c := d.free[n-1]
+		d.free = d.free[:n-1]
+		d.cmu.Unlock()
+		return c, nil
+	}
+	d.cmu.Unlock()
+	c, err := d.newContext()
+	if err != nil {
+		return nil, err
+	}
+	d.cmu.Lock()
+	d.contexts = append(d.contexts, c)
+	d.cmu.Unlock()
+	return c, nil
+}
+
+func (d *Device) release(c *execContext) {
+	d.cmu.Lock()
+	d.free = append(d.free, c)
+	d.cmu.Unlock()
+}
+
+func (d *Device) newContext() (*execContext, error) {
 	var pin runtime.Pinner
 	defer pin.Unpin()
+	c := &execContext{}
 	pool := &vk.CommandPoolCreateInfo{SType: vk.StructureTypeCommandPoolCreateInfo,
 		Flags: vk.CommandPoolCreateFlags(vk.CommandPoolCreateResetCommandBufferBit), QueueFamilyIndex: uint32(d.info.computeQueue)}
 	pin.Pin(pool)
-	if err := d.check("vkCreateCommandPool", d.cmd.CreateCommandPool(d.handle, pool, nil, &d.cmdPool)); err != nil {
-		return err
+	if err := d.check("vkCreateCommandPool", d.cmd.CreateCommandPool(d.handle, pool, nil, &c.pool)); err != nil {
+		return nil, err
 	}
-	alloc := &vk.CommandBufferAllocateInfo{SType: vk.StructureTypeCommandBufferAllocateInfo, CommandPool: d.cmdPool,
+	alloc := &vk.CommandBufferAllocateInfo{SType: vk.StructureTypeCommandBufferAllocateInfo, CommandPool: c.pool,
 		Level: vk.CommandBufferLevelPrimary, CommandBufferCount: 1}
 	pin.Pin(alloc)
-	if err := d.check("vkAllocateCommandBuffers", d.cmd.AllocateCommandBuffers(d.handle, alloc, &d.cmdBuf)); err != nil {
-		return err
-	}
 	fence := &vk.FenceCreateInfo{SType: vk.StructureTypeFenceCreateInfo}
 	pin.Pin(fence)
-	if err := d.check("vkCreateFence", d.cmd.CreateFence(d.handle, fence, nil, &d.fence)); err != nil {
-		return err
-	}
 	size := &vk.DescriptorPoolSize{Type: vk.DescriptorTypeStorageBuffer, DescriptorCount: buffersPerPool}
 	pin.Pin(size)
 	dp := &vk.DescriptorPoolCreateInfo{SType: vk.StructureTypeDescriptorPoolCreateInfo, MaxSets: setsPerPool, PoolSizeCount: 1, PPoolSizes: size}
 	pin.Pin(dp)
-	if err := d.check("vkCreateDescriptorPool", d.cmd.CreateDescriptorPool(d.handle, dp, nil, &d.descPool)); err != nil {
-		return err
+	err := d.check("vkAllocateCommandBuffers", d.cmd.AllocateCommandBuffers(d.handle, alloc, &c.cmdBuf))
+	if err == nil {
+		err = d.check("vkCreateFence", d.cmd.CreateFence(d.handle, fence, nil, &c.fence))
 	}
+	if err == nil {
+		err = d.check("vkCreateDescriptorPool", d.cmd.CreateDescriptorPool(d.handle, dp, nil, &c.descPool))
+	}
+	if err != nil {
+		d.destroyContext(c)
+		return nil, err
+	}
+	return c, nil
+}
+
+func (d *Device) destroyContext(c *execContext) {
+	if c.descPool != 0 {
+		d.cmd.DestroyDescriptorPool(d.handle, c.descPool, nil)
+	}
+	if c.fence != 0 {
+		d.cmd.DestroyFence(d.handle, c.fence, nil)
+	}
+	if c.pool != 0 {
+		d.cmd.DestroyCommandPool(d.handle, c.pool, nil)
+	}
+}
+
+// setup makes the pipeline cache, picks memory types and makes the
+// staging buffer.
+func (d *Device) setup() error {
 	if err := d.openPipelineCache(); err != nil {
 		return err
 	}
@@ -333,20 +391,24 @@ func (d *Device) Close() error {
 	for _, k := range d.kernels {
 		k.destroy(d)
 	}
+	d.amu.Lock()
+	live := make([]*Buffer, 0, len(d.live))
+	for b := range d.live {
+		live = append(live, b)
+	}
+	d.amu.Unlock()
+	for _, b := range live {
+		b.Free()
+	}
 	d.staging.Free()
 	d.dummy.Free()
 	if d.pcache != 0 {
 		d.cmd.DestroyPipelineCache(d.handle, d.pcache, nil)
 	}
-	if d.descPool != 0 {
-		d.cmd.DestroyDescriptorPool(d.handle, d.descPool, nil)
+	for _, c := range d.contexts {
+		d.destroyContext(c)
 	}
-	if d.fence != 0 {
-		d.cmd.DestroyFence(d.handle, d.fence, nil)
-	}
-	if d.cmdPool != 0 {
-		d.cmd.DestroyCommandPool(d.handle, d.cmdPool, nil)
-	}
+	d.contexts, d.free = nil, nil
 	d.cmd.DestroyDevice(d.handle, nil)
 	d.handle = 0
 	return err

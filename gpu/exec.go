@@ -124,8 +124,9 @@ func (k *Kernel) destroy(d *Device) {
 // Batch is work recorded for the queue: dispatches and copies, each
 // waiting for the one before (a full memory barrier between them, so a
 // kernel always sees what the previous one wrote). Submit runs it and
-// waits. A device records one batch at a time: Begin holds the device
-// until Submit or Discard.
+// waits. Batches of different goroutines record at once; one goroutine
+// must not read or write a buffer (Device.Write, Read) that its open
+// batch uses before submitting it.
 type Batch struct {
 	r    recorder
 	open bool
@@ -133,10 +134,13 @@ type Batch struct {
 
 // Begin starts a batch.
 func (d *Device) Begin() (*Batch, error) {
-	d.mu.Lock()
-	b := &Batch{r: recorder{d: d}, open: true}
+	c, err := d.acquire()
+	if err != nil {
+		return nil, err
+	}
+	b := &Batch{r: recorder{d: d, c: c}, open: true}
 	if err := b.r.begin(); err != nil {
-		d.mu.Unlock()
+		d.release(c)
 		return nil, err
 	}
 	return b, nil
@@ -169,7 +173,7 @@ func (b *Batch) Zero(s Span, n int) {
 		return
 	}
 	b.r.barrier()
-	b.r.d.cmd.CmdFillBuffer(b.r.d.cmdBuf, s.Buf.handle, vk.DeviceSize(4*s.Off), vk.DeviceSize(4*n), 0)
+	b.r.d.cmd.CmdFillBuffer(b.r.c.cmdBuf, s.Buf.handle, vk.DeviceSize(4*s.Off), vk.DeviceSize(4*n), 0)
 	b.r.commands++
 }
 
@@ -186,14 +190,14 @@ func (b *Batch) Submit() error {
 		return fmt.Errorf("gpu: batch submitted twice")
 	}
 	b.open = false
-	defer b.r.d.mu.Unlock()
+	defer b.r.d.release(b.r.c)
 	return b.r.submitAndWait()
 }
 
-// recorder records into the device's command buffer; the device's mutex
-// is held throughout.
+// recorder records into one execution context's command buffer.
 type recorder struct {
 	d        *Device
+	c        *execContext
 	commands int
 }
 
@@ -204,7 +208,7 @@ func (r *recorder) begin() error {
 		Flags: vk.CommandBufferUsageFlags(vk.CommandBufferUsageOneTimeSubmitBit)}
 	pin.Pin(info)
 	r.commands = 0
-	return r.d.check("vkBeginCommandBuffer", r.d.cmd.BeginCommandBuffer(r.d.cmdBuf, info))
+	return r.d.check("vkBeginCommandBuffer", r.d.cmd.BeginCommandBuffer(r.c.cmdBuf, info))
 }
 
 // barrier makes everything recorded so far visible to what comes next.
@@ -215,13 +219,13 @@ func (r *recorder) barrier() {
 	all := vk.AccessFlags(vk.AccessShaderReadBit | vk.AccessShaderWriteBit | vk.AccessTransferReadBit | vk.AccessTransferWriteBit)
 	mb := &vk.MemoryBarrier{SType: vk.StructureTypeMemoryBarrier, SrcAccessMask: all, DstAccessMask: all}
 	stages := vk.PipelineStageFlags(vk.PipelineStageComputeShaderBit | vk.PipelineStageTransferBit)
-	r.d.cmd.CmdPipelineBarrier(r.d.cmdBuf, stages, stages, 0, 1, mb, 0, nil, 0, nil)
+	r.d.cmd.CmdPipelineBarrier(r.c.cmdBuf, stages, stages, 0, 1, mb, 0, nil, 0, nil)
 }
 
 func (r *recorder) copy(src *Buffer, srcOff int64, dst *Buffer, dstOff int64, n int64) {
 	r.barrier()
 	region := &vk.BufferCopy{SrcOffset: vk.DeviceSize(srcOff), DstOffset: vk.DeviceSize(dstOff), Size: vk.DeviceSize(n)}
-	r.d.cmd.CmdCopyBuffer(r.d.cmdBuf, src.handle, dst.handle, 1, region)
+	r.d.cmd.CmdCopyBuffer(r.c.cmdBuf, src.handle, dst.handle, 1, region)
 	r.commands++
 }
 
@@ -246,15 +250,15 @@ func (r *recorder) dispatch(k *Kernel, groups [3]uint32, push []uint32, bufs []*
 		d.cmd.UpdateDescriptorSets(d.handle, uint32(len(writes)), &writes[0], 0, nil)
 	}
 	r.barrier()
-	d.cmd.CmdBindPipeline(d.cmdBuf, vk.PipelineBindPointCompute, k.pipeline)
+	d.cmd.CmdBindPipeline(r.c.cmdBuf, vk.PipelineBindPointCompute, k.pipeline)
 	setp := &set
-	d.cmd.CmdBindDescriptorSets(d.cmdBuf, vk.PipelineBindPointCompute, k.layout, 0, 1, setp, 0, nil)
+	d.cmd.CmdBindDescriptorSets(r.c.cmdBuf, vk.PipelineBindPointCompute, k.layout, 0, 1, setp, 0, nil)
 	if len(push) > 0 {
 		data := append([]uint32(nil), push...)
 		pin.Pin(&data[0])
-		d.cmd.CmdPushConstants(d.cmdBuf, k.layout, vk.ShaderStageFlags(vk.ShaderStageComputeBit), 0, uint32(4*len(data)), unsafe.Pointer(&data[0]))
+		d.cmd.CmdPushConstants(r.c.cmdBuf, k.layout, vk.ShaderStageFlags(vk.ShaderStageComputeBit), 0, uint32(4*len(data)), unsafe.Pointer(&data[0]))
 	}
-	d.cmd.CmdDispatch(d.cmdBuf, groups[0], groups[1], groups[2])
+	d.cmd.CmdDispatch(r.c.cmdBuf, groups[0], groups[1], groups[2])
 	r.commands++
 	return nil
 }
@@ -268,7 +272,7 @@ func (r *recorder) descriptorSet(k *Kernel) (vk.DescriptorSet, error) {
 		var pin runtime.Pinner
 		layout := &k.setLayout
 		pin.Pin(layout)
-		info := &vk.DescriptorSetAllocateInfo{SType: vk.StructureTypeDescriptorSetAllocateInfo, DescriptorPool: d.descPool,
+		info := &vk.DescriptorSetAllocateInfo{SType: vk.StructureTypeDescriptorSetAllocateInfo, DescriptorPool: r.c.descPool,
 			DescriptorSetCount: 1, PSetLayouts: layout}
 		pin.Pin(info)
 		res := d.cmd.AllocateDescriptorSets(d.handle, info, &set)
@@ -296,19 +300,23 @@ const fenceTimeout = 10 * time.Minute
 // and resets the fence and the descriptor pool.
 func (r *recorder) submitAndWait() error {
 	d := r.d
-	if err := d.check("vkEndCommandBuffer", d.cmd.EndCommandBuffer(d.cmdBuf)); err != nil {
+	c := r.c
+	if err := d.check("vkEndCommandBuffer", d.cmd.EndCommandBuffer(c.cmdBuf)); err != nil {
 		return err
 	}
 	var pin runtime.Pinner
 	defer pin.Unpin()
-	cb := &d.cmdBuf
+	cb := &c.cmdBuf
 	pin.Pin(cb)
 	submit := &vk.SubmitInfo{SType: vk.StructureTypeSubmitInfo, CommandBufferCount: 1, PCommandBuffers: cb}
 	pin.Pin(submit)
-	if err := d.check("vkQueueSubmit", d.cmd.QueueSubmit(d.queue, 1, submit, d.fence)); err != nil {
+	d.qmu.Lock()
+	err := d.check("vkQueueSubmit", d.cmd.QueueSubmit(d.queue, 1, submit, c.fence))
+	d.qmu.Unlock()
+	if err != nil {
 		return err
 	}
-	fence := &d.fence
+	fence := &c.fence
 	res := d.cmd.WaitForFences(d.handle, 1, fence, vk.True, uint64(fenceTimeout.Nanoseconds()))
 	if res == vk.Timeout {
 		return fmt.Errorf("Vulkan device %q did not finish a batch in %v", d.info.Name, fenceTimeout)
@@ -319,5 +327,5 @@ func (r *recorder) submitAndWait() error {
 	if err := d.check("vkResetFences", d.cmd.ResetFences(d.handle, 1, fence)); err != nil {
 		return err
 	}
-	return d.check("vkResetDescriptorPool", d.cmd.ResetDescriptorPool(d.handle, d.descPool, 0))
+	return d.check("vkResetDescriptorPool", d.cmd.ResetDescriptorPool(d.handle, c.descPool, 0))
 }

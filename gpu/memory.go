@@ -42,12 +42,13 @@ func (d *Device) Alloc(size int64, what string) (*Buffer, error) {
 	d.peak = max(d.peak, d.used)
 	d.amu.Unlock()
 	b, err := d.newBuffer(size, d.deviceType, true)
+	d.amu.Lock()
+	defer d.amu.Unlock()
 	if err != nil {
-		d.amu.Lock()
 		d.used -= size
-		d.amu.Unlock()
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
+	d.live[b] = struct{}{}
 	return b, nil
 }
 
@@ -115,6 +116,7 @@ func (b *Buffer) Free() {
 	if b.deviceLocal {
 		b.dev.amu.Lock()
 		b.dev.used -= b.size
+		delete(b.dev.live, b)
 		b.dev.amu.Unlock()
 	}
 }
@@ -129,15 +131,14 @@ func (d *Device) direct(b *Buffer) bool { return b.mapped != nil && !d.opts.Stag
 
 // Write copies src into b at byte offset off: in place where b is mapped,
 // otherwise through the staging buffer and a copy on the queue. The
-// device must not be using b, and the caller must not hold an open Batch
-// (the copy takes the queue).
+// device must not be using b.
 func (d *Device) Write(b *Buffer, off int64, src []byte) error {
 	if off < 0 || off+int64(len(src)) > b.size {
 		return fmt.Errorf("gpu: write of %d bytes at %d into a buffer of %d", len(src), off, b.size)
 	}
 	d.count(int64(len(src)), 0)
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.smu.Lock()
+	defer d.smu.Unlock()
 	if d.direct(b) {
 		copy(b.host(off, int64(len(src))), src)
 		return nil
@@ -161,8 +162,8 @@ func (d *Device) Read(b *Buffer, off int64, dst []byte) error {
 		return fmt.Errorf("gpu: read of %d bytes at %d from a buffer of %d", len(dst), off, b.size)
 	}
 	d.count(0, int64(len(dst)))
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.smu.Lock()
+	defer d.smu.Unlock()
 	if d.direct(b) {
 		copy(dst, b.host(off, int64(len(dst))))
 		return nil
@@ -201,12 +202,12 @@ func (d *Device) ReadFloats(b *Buffer, off int64, dst []float32) error {
 	return d.Read(b, off*4, unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), len(dst)*4))
 }
 
-// copyNow records one copy, submits it and waits; d.mu is held.
+// copyNow records one copy, submits it and waits.
 func (d *Device) copyNow(src *Buffer, srcOff int64, dst *Buffer, dstOff int64, n int64) error {
-	r := &recorder{d: d}
-	if err := r.begin(); err != nil {
+	b, err := d.Begin()
+	if err != nil {
 		return err
 	}
-	r.copy(src, srcOff, dst, dstOff, n)
-	return r.submitAndWait()
+	b.Copy(src, srcOff, dst, dstOff, n)
+	return b.Submit()
 }
