@@ -17,6 +17,10 @@ package engine
 type Backend interface {
 	// Name says which backend this is.
 	Name() string
+	// Err is the first error an operation met (a device lost or out of
+	// memory), which stays; nil for the CPU backend, whose operations
+	// cannot fail. A step whose backend has an error fails with it.
+	Err() error
 	// Prepare makes a weight matrix or vector usable by the operations:
 	// the CPU backend uses the bytes where they are, a device backend
 	// uploads them.

@@ -172,6 +172,9 @@ func (m *Model) forwardBatch(ctx context.Context, items []BatchItem) ([][]float3
 			return nil, err
 		}
 	}
+	if err := m.be.Err(); err != nil {
+		return nil, err
+	}
 	// Only a complete step moves the positions.
 	for i, it := range items {
 		it.Session.n += off[i+1] - off[i]

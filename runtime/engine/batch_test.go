@@ -109,7 +109,11 @@ func batchedLogits(t *testing.T, m *Model, plans []seqPlan) [][][]float32 {
 // leaving at different steps, with prompts in chunks of different sizes,
 // give each the logits it gives alone, bit for bit, in every architecture,
 // with every expert in RAM and streamed through a small cache.
-func TestBatchedEqualsAlone(t *testing.T) {
+func TestBatchedEqualsAlone(t *testing.T) { batchedEqualsAlone(t, Options{}) }
+
+// batchedEqualsAlone is the test on the backend o asks for: its options
+// are added to each run's.
+func batchedEqualsAlone(t *testing.T, o Options) {
 	r := rand.New(rand.NewPCG(1, 2))
 	prompt := func(n int) []int {
 		p := make([]int, n)
@@ -145,7 +149,7 @@ func TestBatchedEqualsAlone(t *testing.T) {
 	for _, l := range layouts {
 		t.Run(l.name, func(t *testing.T) {
 			src, pack := testModel(t, l.arch, gguf.TypeQ8_0, l.mutate)
-			switch h := open(t, src, Options{}).Hparams; {
+			switch h := open(t, src, o).Hparams; {
 			case l.name == "deepseek2-v2lite" && h.MLA.Absorbed:
 				t.Fatal("the layout is not the legacy latent attention")
 			case l.name == "kimi-k3-no-residual" && h.ResBlockSize != 0:
@@ -159,6 +163,7 @@ func TestBatchedEqualsAlone(t *testing.T) {
 				{"resident", src, Options{}},
 				{"streamed, 3 slots, prefetch", pack, Options{Cache: CacheOptions{Slots: 3, Prefetch: true}}},
 			} {
+				c.o.GPU = o.GPU
 				m := open(t, c.path, c.o)
 				got := batchedLogits(t, m, plans)
 				for i, p := range plans {

@@ -22,6 +22,8 @@ func newCPUBackend(w *workers) *cpuBackend { return &cpuBackend{work: w} }
 
 func (b *cpuBackend) Name() string { return "cpu" }
 
+func (b *cpuBackend) Err() error { return nil }
+
 func (b *cpuBackend) PrepareMatrix(*matrix) error { return nil }
 func (b *cpuBackend) PrepareVector(*vector) error { return nil }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gguftool/gguftool/container"
 	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/gpu"
 	"github.com/gguftool/gguftool/resident"
 	"github.com/gguftool/gguftool/trace"
 )
@@ -45,6 +46,14 @@ type Options struct {
 	// read so far and the bytes it will read in all, after every 16 MiB
 	// at most. The last call has done equal to total.
 	Progress func(done, total int64)
+	// GPU, if set, is the device the forward pass runs on: the resident
+	// weights (the token embedding aside), the activations and the KV and
+	// recurrent state go to its memory; the routed experts stay with the
+	// expert source, on the CPU.
+	GPU *gpu.Device
+	// GPUClose, if set, is called by Close once the model has freed what
+	// it holds on GPU (the caller's device, closed with the model).
+	GPUClose func() error
 }
 
 // Model is a loaded model: hyper-parameters, the non-expert weights in RAM,
@@ -79,6 +88,10 @@ type Model struct {
 	kvK, kvV KVType // the sessions' cache types
 	batch    int    // the most positions per forward pass
 	be       Backend
+	// deviceWeights frees the weights a device backend holds; nil on the
+	// CPU.
+	deviceWeights func()
+	gpuClose      func() error
 
 	// passes lets one forward pass run at a time: the backend's working
 	// memory and the expert source's cache belong to the model, and
@@ -94,7 +107,7 @@ func Open(ctx context.Context, path string, o Options) (*Model, error) {
 	if o.BatchSize < 0 || o.BatchSize > MaxBatchSize {
 		return nil, fmt.Errorf("engine: a batch size of %d: want 1 to %d (0 for %d)", o.BatchSize, MaxBatchSize, DefaultBatchSize)
 	}
-	m := &Model{Path: path, kvK: o.CacheTypeK, kvV: o.CacheTypeV, batch: o.BatchSize}
+	m := &Model{Path: path, kvK: o.CacheTypeK, kvV: o.CacheTypeV, batch: o.BatchSize, gpuClose: o.GPUClose}
 	if m.batch == 0 {
 		m.batch = DefaultBatchSize
 	}
@@ -114,6 +127,9 @@ func Open(ctx context.Context, path string, o Options) (*Model, error) {
 	}
 	if err == nil {
 		err = m.checkCacheTypes()
+	}
+	if err == nil && o.GPU != nil {
+		err = m.toDevice(o.GPU)
 	}
 	if err == nil {
 		lm.finish()
@@ -313,6 +329,14 @@ func (m *Model) Close() error {
 		errs = append(errs, m.closers[i]())
 	}
 	m.closers = nil
+	if m.deviceWeights != nil {
+		m.deviceWeights()
+		m.deviceWeights = nil
+	}
+	if m.gpuClose != nil {
+		errs = append(errs, m.gpuClose())
+		m.gpuClose = nil
+	}
 	m.layers, m.tokEmbd, m.output, m.experts = nil, matrix{}, matrix{}, nil
 	errs = append(errs, m.mem.free())
 	return errors.Join(errs...)

@@ -230,6 +230,9 @@ func (s *Session) forward(ctx context.Context, tokens []int, last, all bool) ([]
 			return nil, err
 		}
 	}
+	if err := be.Err(); err != nil {
+		return nil, err
+	}
 	// Only a complete step moves the position: abortStep undoes one that
 	// failed before here.
 	s.n += T

@@ -115,7 +115,10 @@ func TestKVCacheHoldsWhatItUses(t *testing.T) {
 // in every architecture and with each cache type: attention reads each
 // row's cached keys and values, the recurrences walk the tokens in order,
 // and every matrix product computes each row alone.
-func TestBatchSizeGivesTheSameBits(t *testing.T) {
+func TestBatchSizeGivesTheSameBits(t *testing.T) { batchSizeGivesTheSameBits(t, Options{}) }
+
+// batchSizeGivesTheSameBits is the test on the backend o asks for.
+func batchSizeGivesTheSameBits(t *testing.T, o Options) {
 	prompt := randomPrompt(2, 70)
 	for _, l := range stateLayouts() {
 		t.Run(l.name, func(t *testing.T) {
@@ -123,8 +126,10 @@ func TestBatchSizeGivesTheSameBits(t *testing.T) {
 			for _, kv := range []KVType{KVF32, KVF16} {
 				var want []float32
 				for _, b := range []int{len(prompt), 64, 7, 1} {
-					m := open(t, src, Options{BatchSize: b, CacheTypeK: kv, CacheTypeV: kv})
+					o.BatchSize, o.CacheTypeK, o.CacheTypeV = b, kv, kv
+					m := open(t, src, o)
 					s, _ := m.NewSession(len(prompt))
+					defer s.Close()
 					got, err := s.Eval(context.Background(), prompt, true)
 					if err != nil {
 						t.Fatal(err)
@@ -167,12 +172,15 @@ func (c *cancelAt) Fetch(ctx context.Context, layer int, experts []int, use func
 // that was never interrupted, alone and in a batch. So does a step
 // cancelled as any layer begins, dense layers included. The step reports
 // the cancellation and leaves the position where it was.
-func TestCancelledStepLeavesNoTrace(t *testing.T) {
+func TestCancelledStepLeavesNoTrace(t *testing.T) { cancelledStepLeavesNoTrace(t, Options{}) }
+
+// cancelledStepLeavesNoTrace is the test on the backend o asks for.
+func cancelledStepLeavesNoTrace(t *testing.T, o Options) {
 	prompt, next := randomPrompt(3, 9), []int{17, 4, 99}
 	for _, l := range stateLayouts() {
 		t.Run(l.name, func(t *testing.T) {
 			src, _ := testModel(t, l.arch, gguf.TypeQ8_0, l.mutate)
-			m := open(t, src, Options{})
+			m := open(t, src, o)
 			run := func(s *Session, tokens []int) []float32 {
 				t.Helper()
 				out, err := s.Eval(context.Background(), tokens, false)

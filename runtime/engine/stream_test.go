@@ -61,6 +61,7 @@ func transcript(t testing.TB, m *Model, n int) []float32 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer s.Close() // a device backend's state is device memory
 	out, err := s.Eval(ctx, testPrompt, true)
 	if err != nil {
 		t.Fatal(err)

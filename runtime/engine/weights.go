@@ -76,6 +76,7 @@ type matrix struct {
 	rowBytes int
 	data     []byte
 	dot      quant.Dotter
+	dev      any // a device backend's copy of the weights, once prepared
 }
 
 func (m *matrix) row(r int) []byte { return m.data[r*m.rowBytes : (r+1)*m.rowBytes] }

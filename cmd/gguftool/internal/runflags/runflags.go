@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
+	"github.com/gguftool/gguftool/gpu"
 	"github.com/gguftool/gguftool/internal/ioengine"
 	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/runtime/engine"
@@ -48,6 +49,12 @@ type Model struct {
 	Explicit map[string]bool
 	// Applied is the plan once Options has read it.
 	Applied *planner.Plan
+	// GPU is --gpu (auto, on, off; "" is off, so the zero Model runs on
+	// the CPU), GPUDevice --gpu-device ("" for the first usable) and
+	// VRAMBudget --vram-budget (a size, "" for what the device reports).
+	GPU        string
+	GPUDevice  string
+	VRAMBudget string
 }
 
 // Help is the flags' description for a command's Long help.
@@ -86,6 +93,21 @@ is evaluated --batch-size positions per forward pass (default 512, as
 llama.cpp's n_ubatch), which bounds the activations' memory; the logits
 are the same bits whatever the batch size.
 
+--gpu auto (the default) runs the forward pass on a Vulkan GPU when one
+is usable — the resident weights (all but the token embedding), the
+activations and the KV and recurrent state in its memory, the routed
+experts on the CPU from RAM or the pack, their activations crossing once
+per MoE layer — and on the CPU otherwise, saying why in one note; it
+never picks a driver that runs on the CPU (Mesa's lavapipe), which
+--gpu on does. --gpu on fails without a loader or device (exit 5) or
+with a device lacking a feature the kernels need (exit 1, naming it);
+--gpu off stays on the CPU. --gpu-device N picks a device as gpu info
+lists them; --vram-budget SIZE bounds what gguftool allocates on it (the
+resident weights, KV cache and activations); a budget the resident
+weights do not fit is exit 1, saying both sizes. The GPU's logits are
+close to the CPU's, not equal (docs/gpu.md): the same run to run, and
+the same streamed or resident.
+
 Limits: --threads above the CPUs this process may use (GOMAXPROCS) is
 clamped to them. An expert cache larger than the pack's expert records, or
 than the memory available after the resident weights and a 512 MiB margin,
@@ -118,6 +140,9 @@ func (m *Model) Register(cmd *cobra.Command) {
 	_ = fl.MarkDeprecated("ctx", "use --ctx-size")
 	fl.StringVar(&m.CacheTypeK, "cache-type-k", cmdutil.EnvOr("CACHE_TYPE_K", "f16"), "KV cache type of the keys: f16, f32, q8_0 ($GGUFTOOL_CACHE_TYPE_K)")
 	fl.StringVar(&m.CacheTypeV, "cache-type-v", cmdutil.EnvOr("CACHE_TYPE_V", "f16"), "KV cache type of the values: f16, f32, q8_0 ($GGUFTOOL_CACHE_TYPE_V)")
+	fl.StringVar(&m.GPU, "gpu", cmdutil.EnvOr("GPU", "auto"), "run on a Vulkan GPU: auto, on, off ($GGUFTOOL_GPU)")
+	fl.StringVar(&m.GPUDevice, "gpu-device", "", "the GPU to use, by its index in gpu info; default: the first usable")
+	fl.StringVar(&m.VRAMBudget, "vram-budget", cmdutil.EnvOr("VRAM_BUDGET", ""), "most GPU memory to use (8GiB); empty = what the device reports ($GGUFTOOL_VRAM_BUDGET)")
 	batch, _ := strconv.Atoi(cmdutil.EnvOr("BATCH_SIZE", strconv.Itoa(engine.DefaultBatchSize)))
 	fl.IntVarP(&m.BatchSize, "batch-size", "b", batch, "positions per forward pass of a prompt ($GGUFTOOL_BATCH_SIZE)")
 	prev := cmd.PreRunE
@@ -133,6 +158,7 @@ func (m *Model) Register(cmd *cobra.Command) {
 	}
 	_ = cmd.RegisterFlagCompletionFunc("cache-policy", cobra.FixedCompletions(engine.Policies, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("io", cobra.FixedCompletions(ioBackends, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("gpu", cobra.FixedCompletions([]string{"auto", "on", "off"}, cobra.ShellCompDirectiveNoFileComp))
 	for _, name := range []string{"cache-type-k", "cache-type-v"} {
 		_ = cmd.RegisterFlagCompletionFunc(name, cobra.FixedCompletions([]string{"f16", "f32", "q8_0"}, cobra.ShellCompDirectiveNoFileComp))
 	}
@@ -163,6 +189,9 @@ func (m *Model) Options() (engine.Options, error) {
 	}
 	if o.CacheTypeV, err = engine.ParseKVType(m.CacheTypeV); err != nil {
 		return o, cmdutil.FlagErrorf("--cache-type-v: %v", err)
+	}
+	if _, err := m.gpuOptions(); err != nil {
+		return o, err
 	}
 	if cpus := runtime.GOMAXPROCS(0); o.Threads == 0 || o.Threads > cpus {
 		o.Threads = cpus
@@ -208,6 +237,20 @@ func (m *Model) OpenNoting(ctx context.Context, path string, streams *iostreams.
 	if err != nil {
 		return nil, err
 	}
+	gopts, err := m.gpuOptions()
+	if err != nil {
+		return nil, err
+	}
+	dev, why, err := gpu.Open(gopts)
+	if err != nil {
+		return nil, err
+	}
+	if why != "" {
+		note("GPU: not used (" + why + "): running on the CPU")
+	}
+	if dev != nil {
+		o.GPU, o.GPUClose = dev.Device, dev.Close
+	}
 	var bar iostreams.Progress
 	var shown int64
 	o.Progress = func(done, total int64) {
@@ -222,6 +265,9 @@ func (m *Model) OpenNoting(ctx context.Context, path string, streams *iostreams.
 		bar.Finish()
 	}
 	if err != nil {
+		if dev != nil {
+			dev.Close()
+		}
 		return nil, err
 	}
 	if p := m.Applied; p != nil && p.PackDigest != em.PackDigest() {
@@ -237,6 +283,32 @@ func (m *Model) OpenNoting(ctx context.Context, path string, streams *iostreams.
 		note(n)
 	}
 	return em, nil
+}
+
+// gpuOptions reads --gpu, --gpu-device and --vram-budget.
+func (m *Model) gpuOptions() (gpu.Options, error) {
+	if m.GPU == "" {
+		return gpu.Options{Mode: gpu.ModeOff}, nil
+	}
+	mode, err := gpu.ParseMode(strings.ToLower(m.GPU))
+	if err != nil {
+		return gpu.Options{}, cmdutil.FlagErrorf("%v", err)
+	}
+	o := gpu.Options{Mode: mode, Device: -1}
+	if m.GPUDevice != "" {
+		if o.Device, err = strconv.Atoi(m.GPUDevice); err != nil || o.Device < 0 {
+			return o, cmdutil.FlagErrorf("--gpu-device %q: want a device index, as gpu info lists them", m.GPUDevice)
+		}
+		if mode == gpu.ModeOff {
+			return o, cmdutil.FlagErrorf("--gpu-device %s with --gpu off", m.GPUDevice)
+		}
+	}
+	if m.VRAMBudget != "" {
+		if o.Budget, err = cmdutil.ParseSize(m.VRAMBudget); err != nil || o.Budget <= 0 {
+			return o, cmdutil.FlagErrorf("--vram-budget %q: want a size such as 8GiB", m.VRAMBudget)
+		}
+	}
+	return o, nil
 }
 
 // applyPlan reads --plan once and fills in, from its choice, every flag

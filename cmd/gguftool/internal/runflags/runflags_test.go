@@ -32,7 +32,7 @@ func parse(t *testing.T, argv string) (Model, error) {
 
 func TestRegister(t *testing.T) {
 	cmdtest.UnsetEnv(t)
-	defaults := Model{ExpertCache: "auto", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512}
+	defaults := Model{ExpertCache: "auto", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto"}
 	kv := func(k, v string, batch, ctx int) Model {
 		m := defaults
 		m.CacheTypeK, m.CacheTypeV, m.BatchSize, m.CtxSize = k, v, batch, ctx
@@ -48,12 +48,12 @@ func TestRegister(t *testing.T) {
 		{
 			name: "every flag",
 			args: "-t 4 --expert-cache 2GiB --expert-cache-slots 8 --cache-policy lfu --io pread --buffered --resident-experts --resident-tier q4_k_m --prefetch",
-			want: Model{Threads: 4, ExpertCache: "2GiB", ExpertSlots: 8, Policy: "lfu", IO: "pread", Buffered: true, ResidentExperts: true, ResidentTier: "q4_k_m", Prefetch: true, CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512},
+			want: Model{Threads: 4, ExpertCache: "2GiB", ExpertSlots: 8, Policy: "lfu", IO: "pread", Buffered: true, ResidentExperts: true, ResidentTier: "q4_k_m", Prefetch: true, CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto"},
 		},
 		{
 			name: "environment overrides the defaults",
 			env:  map[string]string{"GGUFTOOL_THREADS": "3", "GGUFTOOL_EXPERT_CACHE": "500M", "GGUFTOOL_CACHE_POLICY": "lfru", "GGUFTOOL_IO": "uring"},
-			want: Model{Threads: 3, ExpertCache: "500M", Policy: "lfru", IO: "uring", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512},
+			want: Model{Threads: 3, ExpertCache: "500M", Policy: "lfru", IO: "uring", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto"},
 		},
 		{name: "the KV cache, the batch and the context", args: "--cache-type-k q8_0 --cache-type-v f32 -b 128 -c 4096", want: kv("q8_0", "f32", 128, 4096)},
 		{name: "--ctx is --ctx-size", args: "--ctx 2048", want: kv("f16", "f16", 512, 2048)},
@@ -66,7 +66,7 @@ func TestRegister(t *testing.T) {
 			name: "flags override the environment",
 			env:  map[string]string{"GGUFTOOL_THREADS": "3", "GGUFTOOL_EXPERT_CACHE": "500M"},
 			args: "--threads 6 --expert-cache 0",
-			want: Model{Threads: 6, ExpertCache: "0", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512},
+			want: Model{Threads: 6, ExpertCache: "0", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto"},
 		},
 	}
 	for _, tt := range tests {
@@ -145,6 +145,7 @@ func TestOptions(t *testing.T) {
 // nothing.
 func TestOpenNotes(t *testing.T) {
 	cmdtest.UnsetEnv(t)
+	t.Setenv("GGUFTOOL_GPU", "off") // TestGPUFlags has the GPU's notes
 	pack := cmdtest.TinyPack(t)
 	cpus := runtime.GOMAXPROCS(0)
 	for _, tc := range []struct {
@@ -259,5 +260,50 @@ func TestOpenShowsProgress(t *testing.T) {
 	streams, _, _ := iostreams.Test()
 	if _, err := m.Open(ctx, pack, streams); !errors.Is(err, context.Canceled) {
 		t.Errorf("a cancelled load: %v, want context.Canceled", err)
+	}
+}
+
+// TestGPUFlags: --gpu auto on a machine without a usable GPU (none, or
+// only lavapipe) says so in one note and runs on the CPU; a bad --gpu,
+// --gpu-device or --vram-budget is a usage error; --gpu on with lavapipe
+// runs there and says what the device holds.
+func TestGPUFlags(t *testing.T) {
+	cmdtest.UnsetEnv(t)
+	pack := cmdtest.TinyPack(t)
+	for _, bad := range []string{"--gpu yes", "--gpu-device x", "--gpu-device -2", "--gpu off --gpu-device 0", "--vram-budget lots", "--vram-budget 0"} {
+		m, err := parse(t, bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Options(); !cmdutil.IsUsageError(err) {
+			t.Errorf("%s: %v, want a usage error", bad, err)
+		}
+	}
+	t.Setenv("VK_DRIVER_FILES", "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
+	m, _ := parse(t, "")
+	streams, _, notes := iostreams.Test()
+	em, err := m.Open(context.Background(), pack, streams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	em.Close()
+	if !strings.HasPrefix(notes.String(), "note: GPU: not used (") || strings.Count(notes.String(), "\n") != 1 {
+		t.Errorf("--gpu auto without a GPU: notes %q, want one saying why", notes.String())
+	}
+	if _, err := os.Stat("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"); err != nil {
+		if os.Getenv("GGUFTOOL_REQUIRE_GPU") == "1" {
+			t.Fatal("lavapipe is not installed")
+		}
+		t.Skip("lavapipe is not installed")
+	}
+	m, _ = parse(t, "--gpu on")
+	streams, _, notes = iostreams.Test()
+	em, err = m.Open(context.Background(), pack, streams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	em.Close()
+	if !strings.Contains(notes.String(), "holds the resident weights") {
+		t.Errorf("--gpu on: notes %q", notes.String())
 	}
 }

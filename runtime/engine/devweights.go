@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/gguftool/gguftool/gpu"
+)
+
+// residentWeights lists every weight matrix and vector the forward pass
+// applies itself — the tensors a device backend holds. The token
+// embedding is not among them (Embed reads the rows a step needs on the
+// host, as llama.cpp keeps it), nor are the routed experts' matrices,
+// whose bytes the expert source supplies per fetch.
+func (m *Model) residentWeights() ([]*matrix, []*vector) {
+	var ms []*matrix
+	var vs []*vector
+	mat := func(xs ...*matrix) {
+		for _, x := range xs {
+			if x.data != nil {
+				ms = append(ms, x)
+			}
+		}
+	}
+	vec := func(xs ...*vector) {
+		for _, x := range xs {
+			if x.present() {
+				vs = append(vs, x)
+			}
+		}
+	}
+	for i := range m.layers {
+		L := &m.layers[i]
+		mat(&L.wq, &L.wk, &L.wv, &L.wo, &L.attnGate, &L.sharedGate, &L.router)
+		vec(&L.attnNorm, &L.ffnNorm, &L.bq, &L.bk, &L.bv, &L.bo, &L.qNorm, &L.kNorm, &L.sinks,
+			&L.attnRes, &L.ffnRes, &L.routerBias, &L.probsBias)
+		for _, f := range []*ffnWeights{L.dense, L.shared} {
+			if f != nil {
+				mat(&f.gate, &f.up, &f.down)
+			}
+		}
+		if a := L.mla; a != nil {
+			// wkB and wvB are applied head by head, through the
+			// per-head slices of their bytes (wkBH, wvBH).
+			mat(&a.wqA, &a.wqB, &a.wkvA, &a.wkvB)
+			for h := range a.wkBH {
+				mat(&a.wkBH[h])
+			}
+			for h := range a.wvBH {
+				mat(&a.wvBH[h])
+			}
+			vec(&a.qANorm, &a.kvANorm)
+		}
+		if d := L.delta; d != nil {
+			mat(&d.wqkv, &d.wgate, &d.wbeta, &d.walph)
+			vec(&d.conv, &d.dtBias, &d.a, &d.norm)
+		}
+		if k := L.kda; k != nil {
+			mat(&k.wq, &k.wk, &k.wv, &k.fa, &k.fb, &k.wbeta, &k.wg)
+			vec(&k.convQ, &k.convK, &k.convV, &k.a, &k.dtBias, &k.oNorm)
+		}
+		if p := L.latent; p != nil {
+			mat(&p.down, &p.up)
+			vec(&p.norm)
+		}
+	}
+	mat(&m.output)
+	vec(&m.outNorm, &m.outRes)
+	return ms, vs
+}
+
+// toDevice moves the forward pass onto dev: it checks that the device
+// runs every weight type and cache type the model needs and that the
+// resident weights fit the VRAM budget (saying both sizes when they do
+// not), then uploads them.
+func (m *Model) toDevice(dev *gpu.Device) error {
+	ms, vs := m.residentWeights()
+	var need int64
+	for _, x := range ms {
+		if !gpu.CanMatMul(x.typ) {
+			return &gpu.FeatureError{Device: dev.Info().Name, Feature: fmt.Sprintf("a kernel for %s weights (%s)", x.typ, x.name)}
+		}
+		need += int64(x.bytes())
+	}
+	for _, v := range vs {
+		need += int64(4 * len(v.f))
+	}
+	for _, t := range []KVType{m.kvK, m.kvV} {
+		if _, err := gpuKVType(t); err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+	}
+	if need > dev.Budget()-dev.Used() {
+		return &gpu.BudgetError{Device: dev.Info().Name, What: "the resident weights", Need: need, Budget: dev.Budget(), Used: dev.Used()}
+	}
+	b := newGPUBackend(dev)
+	m.deviceWeights = func() { releaseDeviceWeights(ms, vs) }
+	for _, x := range ms {
+		if err := b.PrepareMatrix(x); err != nil {
+			return err
+		}
+	}
+	for _, v := range vs {
+		if err := b.PrepareVector(v); err != nil {
+			return err
+		}
+	}
+	m.be = b
+	m.Notes = append(m.Notes, fmt.Sprintf("GPU: %s holds the resident weights (%s) and the KV cache; routed experts run on the CPU",
+		dev.Info().Name, byteSize(need)))
+	return nil
+}
+
+// byteSize formats n bytes for a note.
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+}
