@@ -30,6 +30,10 @@ type weightPart struct {
 var matmulTypes = map[gguf.Type]string{
 	gguf.TypeF32: "f32", gguf.TypeF16: "f16", gguf.TypeBF16: "bf16",
 	gguf.TypeQ8_0: "q8_0", gguf.TypeQ4_0: "q4_0", gguf.TypeQ4_1: "q4_1", gguf.TypeQ5_0: "q5_0", gguf.TypeQ5_1: "q5_1",
+	gguf.TypeQ2_K: "q2_k", gguf.TypeQ3_K: "q3_k", gguf.TypeQ4_K: "q4_k", gguf.TypeQ5_K: "q5_k", gguf.TypeQ6_K: "q6_k",
+	gguf.TypeIQ1_S: "iq1_s", gguf.TypeIQ1_M: "iq1_m", gguf.TypeIQ2_XXS: "iq2_xxs", gguf.TypeIQ2_XS: "iq2_xs",
+	gguf.TypeIQ2_S: "iq2_s", gguf.TypeIQ3_XXS: "iq3_xxs", gguf.TypeIQ3_S: "iq3_s", gguf.TypeIQ4_NL: "iq4_nl",
+	gguf.TypeIQ4_XS: "iq4_xs", gguf.TypeMXFP4: "mxfp4",
 }
 
 // MatMulTypes lists the weight types the device kernels multiply.
@@ -80,7 +84,10 @@ func (d *Device) UploadWeights(name string, t gguf.Type, rows, cols, experts int
 		if experts > 1 {
 			lo, hi = 0, int64(len(data))
 		}
-		buf, err := d.Alloc(hi-lo, name)
+		// Rounded up to whole 32-bit words: the kernels read weights as
+		// 16-bit words, and a matrix of 17-byte MXFP4 blocks may end
+		// inside one.
+		buf, err := d.Alloc((hi-lo+3)&^3, name)
 		if err != nil {
 			w.Free()
 			return nil, err

@@ -48,8 +48,13 @@ layout(push_constant) uniform Push {
 #include "types_float.glsl"
 #elif defined(TYPE_Q4_0) || defined(TYPE_Q4_1) || defined(TYPE_Q5_0) || defined(TYPE_Q5_1) || defined(TYPE_Q8_0)
 #include "types_legacy.glsl"
-#else
+#elif defined(TYPE_Q2_K) || defined(TYPE_Q3_K) || defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K)
 #include "types_k.glsl"
+#elif defined(TYPE_IQ1_S) || defined(TYPE_IQ1_M) || defined(TYPE_IQ2_XXS) || defined(TYPE_IQ2_XS) || defined(TYPE_IQ2_S) || \
+    defined(TYPE_IQ3_XXS) || defined(TYPE_IQ3_S) || defined(TYPE_IQ4_NL) || defined(TYPE_IQ4_XS) || defined(TYPE_MXFP4)
+#include "types_iq.glsl"
+#else
+#error "no TYPE_ macro names the weight type"
 #endif
 
 shared float partial[NUM_COLS][WG];
