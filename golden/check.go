@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gguftool/gguftool/container"
-
+	"github.com/gguftool/gguftool/gpu"
 	"github.com/gguftool/gguftool/runtime/engine"
 )
 
@@ -136,7 +136,13 @@ type CheckResult struct {
 // run exactly. report, if set, gets each result as it is done. A fixture
 // of an architecture the engine does not run fails to open rather than
 // being passed over: every fixture is of one it runs.
-func CheckAll(ctx context.Context, dir string, only []string, report func(*CheckResult)) ([]*CheckResult, error) {
+//
+// With dev set the engine runs on that GPU (engine.Options.GPU), whose
+// logits are close to the CPU's but not the same bits: the greedy ids
+// must still be llama.cpp's and every log-probability within the
+// fixture's tolerance, and streamed must still equal resident bit for bit
+// (on the one device).
+func CheckAll(ctx context.Context, dir string, only []string, dev *gpu.Device, report func(*CheckResult)) ([]*CheckResult, error) {
 	var out []*CheckResult
 	for _, s := range Fixtures {
 		if len(only) > 0 && !slices.Contains(only, s.Name()) {
@@ -159,14 +165,14 @@ func CheckAll(ctx context.Context, dir string, only []string, report func(*Check
 			return out, fmt.Errorf("golden: %s: synth now writes sha256 %s, the fixture was recorded from %s", s.Name(), sum, f.SHA256)
 		}
 		r := &CheckResult{Spec: s}
-		if r.GGUF, err = Check(ctx, f, model, engine.Options{}); err != nil {
+		if r.GGUF, err = Check(ctx, f, model, engine.Options{GPU: dev}); err != nil {
 			return out, err
 		}
 		pack := filepath.Join(sub, "pack")
 		if _, err := container.Pack(ctx, model, pack, container.PackOptions{}); err != nil {
 			return out, err
 		}
-		if r.Pack, err = Check(ctx, f, pack, engine.Options{Cache: engine.CacheOptions{Slots: 1}}); err != nil {
+		if r.Pack, err = Check(ctx, f, pack, engine.Options{GPU: dev, Cache: engine.CacheOptions{Slots: 1}}); err != nil {
 			return out, err
 		}
 		r.Same = slices.Equal(r.GGUF.Greedy, r.Pack.Greedy) && r.GGUF.MaxLogprobDiff == r.Pack.MaxLogprobDiff &&

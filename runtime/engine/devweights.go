@@ -120,3 +120,42 @@ func byteSize(n int64) string {
 	}
 	return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 }
+
+// Placement says where a model's parts run and what crossed between the
+// host and the device, for a command's --json.
+type Placement struct {
+	Backend string `json:"backend"` // cpu, or vulkan
+	Device  string `json:"device,omitempty"`
+	// Where the resident weights, the KV cache and the routed experts
+	// are: ram (and the CPU computes) or vram (the device does).
+	Weights string `json:"weights"`
+	KVCache string `json:"kv_cache"`
+	Experts string `json:"experts"`
+	// On the device: the resident weights' bytes, the most held at once
+	// (weights, caches, activations), the budget, and the bytes uploaded
+	// and read back so far.
+	DeviceWeightBytes int64 `json:"device_weight_bytes,omitempty"`
+	VRAMPeak          int64 `json:"vram_peak,omitempty"`
+	VRAMBudget        int64 `json:"vram_budget,omitempty"`
+	Uploaded          int64 `json:"uploaded_bytes,omitempty"`
+	ReadBack          int64 `json:"read_back_bytes,omitempty"`
+}
+
+// Placement is where the model runs now.
+func (m *Model) Placement() Placement {
+	b, ok := m.be.(*gpuBackend)
+	if !ok {
+		return Placement{Backend: "cpu", Weights: "ram", KVCache: "ram", Experts: "ram"}
+	}
+	moved := b.dev.Moved()
+	p := Placement{Backend: "vulkan", Device: b.dev.Info().Name, Weights: "vram", KVCache: "vram", Experts: "ram",
+		VRAMPeak: b.dev.Peak(), VRAMBudget: b.dev.Budget(), Uploaded: moved.Up, ReadBack: moved.Down}
+	ms, vs := m.residentWeights()
+	for _, x := range ms {
+		p.DeviceWeightBytes += int64(x.bytes())
+	}
+	for _, v := range vs {
+		p.DeviceWeightBytes += int64(4 * len(v.f))
+	}
+	return p
+}

@@ -139,6 +139,7 @@ type DecodeResult struct {
 	DecodeRatio  float64            `json:"decode_ratio,omitempty"`
 	Stream       *StreamBound       `json:"stream,omitempty"`
 	Experts      engine.SourceStats `json:"experts"`
+	Placement    engine.Placement   `json:"placement"`
 	Plan         *PlanCheck         `json:"plan,omitempty"`
 }
 
@@ -274,6 +275,7 @@ func measureOurs(ctx context.Context, o *BenchDecodeOptions, m *engine.Model, re
 	allocs := median(warmAllocs)
 	res.Ours.DecodeAllocs = &allocs
 	res.Experts = m.Experts().Stats()
+	res.Placement = m.Placement()
 	return nil
 }
 

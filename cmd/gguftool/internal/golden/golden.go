@@ -11,6 +11,7 @@ import (
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
 	"github.com/gguftool/gguftool/golden"
+	"github.com/gguftool/gguftool/gpu"
 	"github.com/gguftool/gguftool/internal/iostreams"
 )
 
@@ -124,6 +125,10 @@ type GoldenCheckOptions struct {
 	Only []string
 	Dir  string
 	JSON bool
+	// GPU is --gpu: off (the CPU, the default) or on (the GPU path on the
+	// first usable device, lavapipe included), GPUDevice --gpu-device.
+	GPU       string
+	GPUDevice int
 }
 
 // NewCmdGoldenCheck builds `gguftool golden check`; runF replaces
@@ -141,12 +146,20 @@ and continuation); then pack the model and do it again streaming every
 routed expert through a one-slot cache, which must give the same numbers
 bit for bit.
 
+--gpu on runs both on a Vulkan device (the first usable one, Mesa's
+lavapipe included, or --gpu-device N): the greedy ids must still be
+llama.cpp's and the log-probabilities within each fixture's tolerance;
+the device's sums are close to the CPU's, not the same bits, and
+streamed must still equal resident exactly. Exit 5 when there is no
+device.
+
 Models are built in a temporary directory (or --dir) and removed as each
 check ends. Exit 1 if any fixture does not match.
 
 Examples:
   gguftool golden check
   gguftool golden check --only qwen3moe-f32-seed1 --json
+  gguftool golden check --gpu on
 ` + cmdutil.ExitCodesHelp,
 		Args: cmdutil.ExactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -159,6 +172,8 @@ Examples:
 	cmd.Flags().StringSliceVar(&opts.Only, "only", nil, "check only these fixtures (gguftool golden list)")
 	cmd.Flags().StringVar(&opts.Dir, "dir", "", "build the models here instead of a temporary directory")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the results as JSON")
+	cmd.Flags().StringVar(&opts.GPU, "gpu", "off", "run on a Vulkan device: on or off")
+	cmd.Flags().IntVar(&opts.GPUDevice, "gpu-device", -1, "the device, by its index in gpu info; -1 = the first usable")
 	cmdutil.SetJSONSchema(cmd, CheckSchema)
 	return cmd
 }
@@ -173,7 +188,20 @@ func goldenCheckRun(ctx context.Context, opts *GoldenCheckOptions) error {
 		defer os.RemoveAll(tmp)
 		work = tmp
 	}
-	results, err := golden.CheckAll(ctx, work, opts.Only, func(r *golden.CheckResult) {
+	var dev *gpu.Device
+	switch opts.GPU {
+	case "off":
+	case "on":
+		o, _, err := gpu.Open(gpu.Options{Mode: gpu.ModeOn, Device: opts.GPUDevice})
+		if err != nil {
+			return err
+		}
+		defer o.Close()
+		dev = o.Device
+	default:
+		return cmdutil.FlagErrorf("--gpu %q: want on or off", opts.GPU)
+	}
+	results, err := golden.CheckAll(ctx, work, opts.Only, dev, func(r *golden.CheckResult) {
 		if opts.JSON {
 			return
 		}

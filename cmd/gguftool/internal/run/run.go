@@ -123,6 +123,7 @@ type Report struct {
 	StopReason   string             `json:"stop_reason"`
 	Telemetry    engine.Telemetry   `json:"telemetry"`
 	Experts      engine.SourceStats `json:"experts"`
+	Placement    engine.Placement   `json:"placement"`
 	// ResidentBytes are the non-expert weights held in RAM; WeightBytes
 	// all weights held in RAM (every expert too when they are resident).
 	ResidentBytes int64                 `json:"resident_bytes"`
@@ -236,7 +237,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if opts.JSON {
 		return cmdutil.PrintJSON(opts.IO.Out, Report{Schema: Schema, Model: opts.Model, Arch: m.Hparams.Arch, Kernels: quant.Kernels(),
 			PromptTokens: prompt, Tokens: gen.Tokens, Text: text, StopReason: gen.StopReason, Telemetry: gen.Telemetry,
-			Experts: m.Experts().Stats(), ResidentBytes: m.ResidentBytes, WeightBytes: m.WeightBytes(), Sampler: opts.Sampler, Trace: ts})
+			Experts: m.Experts().Stats(), Placement: m.Placement(), ResidentBytes: m.ResidentBytes, WeightBytes: m.WeightBytes(), Sampler: opts.Sampler, Trace: ts})
 	}
 	if strings.HasPrefix(text, printed) {
 		fmt.Fprint(opts.IO.Out, text[len(printed):])
