@@ -8,7 +8,9 @@
 //
 // Common flags: --kv f32|f16|q8_0 (KV cache type, default f32; q8_0 with flash attention, bench only), --threads N
 // (default 2), --cpu VARIANT (the ggml CPU backend library to load,
-// default haswell, so that hosts with AVX-512 record the same numbers).
+// default haswell, so that hosts with AVX-512 record the same numbers),
+// --gpu (the oracle-vulkan build only: load the Vulkan backend from DIR
+// too and offload every layer; GGML_VK_VISIBLE_DEVICES picks the device).
 // Flash attention is always off. Output is one JSON object on stdout.
 //
 // generate: the prompt is decoded as one batch, then greedy decoding one
@@ -160,7 +162,7 @@ static void bench_parallel(struct llama_context *ctx, const llama_token *ids, in
 int main(int argc, char **argv) {
     const char *bins = NULL, *model_path = NULL, *mode = NULL, *prompt = NULL, *ids_arg = NULL;
     const char *kv = "f32", *cpu = "haswell", *logits_out = NULL;
-    int n_gen = 16, threads = 2, top = 16, prompt_tokens = 32, use_mmap = 0, sequential = 0, parallel = 1, ubatch = 0;
+    int n_gen = 16, threads = 2, top = 16, prompt_tokens = 32, use_mmap = 0, sequential = 0, parallel = 1, ubatch = 0, gpu = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -182,6 +184,7 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--top") && next) { top = atoi(next); i++; continue; }
         if (!strcmp(a, "--prompt-tokens") && next) { prompt_tokens = atoi(next); i++; continue; }
         if (!strcmp(a, "--mmap")) { use_mmap = 1; continue; }
+        if (!strcmp(a, "--gpu")) { gpu = 1; continue; }
         if (!strcmp(a, "--sequential")) { sequential = 1; continue; }
         if (!strcmp(a, "--parallel") && next) { parallel = atoi(next); i++; continue; }
         if (!strcmp(a, "--ubatch") && next) { ubatch = atoi(next); i++; continue; }
@@ -200,10 +203,15 @@ int main(int argc, char **argv) {
         snprintf(lib, sizeof lib, "%s/libggml-cpu-%s.so", bins, cpu);
         if (!ggml_backend_load(lib)) die("cannot load the CPU backend library");
     }
+    if (gpu) {
+        char lib[4096];
+        snprintf(lib, sizeof lib, "%s/libggml-vulkan.so", bins);
+        if (!ggml_backend_load(lib)) die("cannot load the Vulkan backend library (the oracle-vulkan build's bins)");
+    }
     llama_backend_init();
 
     struct llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;
+    mp.n_gpu_layers = gpu ? 999 : 0;
     // Read into RAM unless --mmap: page-cache reclaim cannot stall it.
     mp.load_mode = use_mmap ? LLAMA_LOAD_MODE_MMAP : LLAMA_LOAD_MODE_NONE;
     double t_load = now();

@@ -16,9 +16,10 @@ import (
 
 func TestNewCmdGoldenCheck(t *testing.T) {
 	cmdtest.RunFlagCases(t, NewCmdGoldenCheck, func(o *GoldenCheckOptions) **iostreams.IOStreams { return &o.IO }, []cmdtest.FlagCase[GoldenCheckOptions]{
-		{Name: "defaults", Args: "", Want: GoldenCheckOptions{}},
+		{Name: "defaults", Args: "", Want: GoldenCheckOptions{GPU: "off", GPUDevice: -1}},
 		{Name: "fixtures repeated and comma-separated", Args: "--only a,b --only c --dir /tmp/g --json",
-			Want: GoldenCheckOptions{Only: []string{"a", "b", "c"}, Dir: "/tmp/g", JSON: true}},
+			Want: GoldenCheckOptions{Only: []string{"a", "b", "c"}, Dir: "/tmp/g", JSON: true, GPU: "off", GPUDevice: -1}},
+		{Name: "on a GPU", Args: "--gpu on --gpu-device 1", Want: GoldenCheckOptions{GPU: "on", GPUDevice: 1}},
 		{Name: "an argument", Args: "qwen3moe-f32-seed1", WantErr: "expected no arguments, got 1"},
 		{Name: "unknown flag", Args: "--fixture x", WantErr: "unknown flag: --fixture"},
 	})
