@@ -190,7 +190,7 @@ func goldenCheckRun(ctx context.Context, opts *GoldenCheckOptions) error {
 	}
 	var dev *gpu.Device
 	switch opts.GPU {
-	case "off":
+	case "off", "":
 	case "on":
 		o, _, err := gpu.Open(gpu.Options{Mode: gpu.ModeOn, Device: opts.GPUDevice})
 		if err != nil {
