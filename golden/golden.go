@@ -256,6 +256,34 @@ type Fixture struct {
 	GreedyMargins []float64           `json:"greedy_margins"`
 	RouterMargins []float64           `json:"router_margins"`
 	TeacherForced []llamacpp.Position `json:"teacher_forced"`
+	// Vulkan is the same run through llama.cpp's Vulkan build (on Mesa's
+	// lavapipe) with the routed experts on the CPU, as gguftool's GPU path
+	// places them, for the fixtures whose quantized weights llama.cpp's
+	// CPU build multiplies with int8 activations and its shaders — as
+	// gguftool's GPU kernels — with float ones: the reference of the GPU
+	// path there.
+	Vulkan *Reference `json:"vulkan,omitempty"`
+}
+
+// Reference is one oracle's greedy run and teacher-forced scores.
+type Reference struct {
+	Oracle         string              `json:"oracle"`
+	Greedy         []int               `json:"greedy"`
+	GreedyLogprobs []float64           `json:"greedy_logprobs"`
+	TeacherForced  []llamacpp.Position `json:"teacher_forced"`
+}
+
+// DeviceNumerics says whether the GPU path computes this fixture's
+// products otherwise than llama.cpp's CPU build: weights of a type whose
+// CPU dot product takes int8 activations (every quantized type).
+func (s Spec) DeviceNumerics() bool {
+	switch {
+	case s.Quantize != "":
+		return true
+	case s.Type == "f32" || s.Type == "f16" || s.Type == "bf16":
+		return false
+	}
+	return true
 }
 
 // Fixtures are the recorded models: the three architectures the engine
@@ -441,8 +469,10 @@ func filesSHA256(paths []string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// Record runs the oracle on a built model and returns the fixture.
-func Record(ctx context.Context, o *llamacpp.Oracle, s Spec, model, sum string) (*Fixture, error) {
+// Record runs the oracle on a built model and returns the fixture; with
+// vk (llama.cpp's Vulkan build) it records the Vulkan reference of a
+// fixture of DeviceNumerics too.
+func Record(ctx context.Context, o, vk *llamacpp.Oracle, s Spec, model, sum string) (*Fixture, error) {
 	o = o.WithKV(s.KVCache())
 	prompt := s.Prompt()
 	gen, err := o.Generate(ctx, model, prompt, GreedyTokens)
@@ -468,7 +498,30 @@ func Record(ctx context.Context, o *llamacpp.Oracle, s Spec, model, sum string) 
 			return nil, err
 		}
 	}
+	if vk != nil && s.DeviceNumerics() {
+		v := vk.WithKV(s.KVCache())
+		v.CPUMoE = true // gguftool's GPU path computes the routed experts on the CPU
+		if f.Vulkan, err = recordReference(ctx, v, model, prompt); err != nil {
+			return nil, err
+		}
+	}
 	return f, nil
+}
+
+// recordReference is o's greedy run from prompt and its teacher-forced
+// scores of prompt and continuation.
+func recordReference(ctx context.Context, o *llamacpp.Oracle, model string, prompt []int) (*Reference, error) {
+	gen, err := o.Generate(ctx, model, prompt, GreedyTokens)
+	if err != nil {
+		return nil, err
+	}
+	seq := append(append([]int{}, prompt...), gen.Greedy...)
+	tf, err := o.Score(ctx, model, seq, 8, "")
+	if err != nil {
+		return nil, err
+	}
+	return &Reference{Oracle: llamacpp.Package + " linux-x64-vulkan on lavapipe, routed experts on the CPU (--cpu-moe)", Greedy: gen.Greedy, GreedyLogprobs: gen.Logprobs,
+		TeacherForced: tf}, nil
 }
 
 // RouterMargins evaluates seq with the engine, its KV cache of type kv,

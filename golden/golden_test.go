@@ -31,6 +31,19 @@ func oracle(t *testing.T) *llamacpp.Oracle {
 	return o
 }
 
+// vulkanOracle is llama.cpp's Vulkan build, required as oracle is.
+func vulkanOracle(t *testing.T) *llamacpp.Oracle {
+	t.Helper()
+	o, err := llamacpp.FindVulkan()
+	if err != nil {
+		if os.Getenv("GGUFTOOL_REQUIRE_LLAMACPP") == "1" || *update {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	return o
+}
+
 // TestFixturesReproduce: synth still makes the exact files the goldens
 // were recorded from, and each fixture records its spec's command line.
 // Needs no oracle.
@@ -63,7 +76,7 @@ func TestFixturesReproduce(t *testing.T) {
 // TestLlamaCppGoldens re-runs llama.cpp on every fixture and compares
 // with what was recorded; with -update it records them.
 func TestLlamaCppGoldens(t *testing.T) {
-	o := oracle(t)
+	o, vk := oracle(t), vulkanOracle(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	for _, s := range Fixtures {
@@ -72,7 +85,7 @@ func TestLlamaCppGoldens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := Record(ctx, o, s, model, sum)
+			got, err := Record(ctx, o, vk, s, model, sum)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,6 +101,15 @@ func TestLlamaCppGoldens(t *testing.T) {
 			}
 			if err := Compare(want, got.Greedy, got.GreedyLogprobs, got.TeacherForced, 1e-6); err != nil {
 				t.Error(err)
+			}
+			if (want.Vulkan == nil) != (got.Vulkan == nil) {
+				t.Fatalf("the fixture has a Vulkan reference: %v, the spec asks for one: %v (re-record)", want.Vulkan != nil, got.Vulkan != nil)
+			}
+			if v := want.Vulkan; v != nil {
+				ref := &Fixture{Name: want.Name + " (Vulkan)", Greedy: v.Greedy, GreedyLogprobs: v.GreedyLogprobs, TeacherForced: v.TeacherForced}
+				if err := Compare(ref, got.Vulkan.Greedy, got.Vulkan.GreedyLogprobs, got.Vulkan.TeacherForced, 1e-6); err != nil {
+					t.Error(err)
+				}
 			}
 		})
 	}

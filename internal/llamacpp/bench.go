@@ -76,6 +76,9 @@ func (o *Oracle) Bench(ctx context.Context, model string, b BenchOptions) (*Benc
 	if b.UBatch > 0 {
 		args = append(args, "--ubatch", strconv.Itoa(b.UBatch))
 	}
+	if o.Vulkan {
+		args = append(args, "--gpu")
+	}
 	var r BenchResult
 	if err := o.exec(ctx, &r, "bench "+model, args); err != nil {
 		return nil, err

@@ -40,6 +40,35 @@ type Oracle struct {
 	// KV is the KV cache type of the contexts it makes: "f32" (KVCache,
 	// when empty) or "f16".
 	KV string
+	// Vulkan says this is the Vulkan build (oracle-vulkan), which offloads
+	// every layer to the first Vulkan device: Mesa's lavapipe unless
+	// VK_DRIVER_FILES names another driver.
+	Vulkan bool
+	// CPUMoE keeps the routed experts' tensors on the CPU (the Vulkan
+	// build's --cpu-moe): the placement of gguftool's GPU path.
+	CPUMoE bool
+}
+
+// lavapipeICD is Mesa's CPU Vulkan driver, which the Vulkan build runs on
+// where no other driver is named.
+const lavapipeICD = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
+
+// FindVulkan locates llama.cpp's Vulkan build beside the CPU one (Find).
+func FindVulkan() (*Oracle, error) {
+	o, err := Find()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(o.Bin)
+	bins, err := os.ReadFile(filepath.Join(dir, "vkbins.path"))
+	if err != nil {
+		return nil, ErrNotInstalled
+	}
+	v := &Oracle{Bin: filepath.Join(dir, "oracle-vulkan"), Bins: strings.TrimSpace(string(bins)), Vulkan: true}
+	if _, err := os.Stat(v.Bin); err != nil {
+		return nil, ErrNotInstalled
+	}
+	return v, nil
 }
 
 // WithKV is the oracle running its contexts with KV cache type kv ("" for
@@ -102,12 +131,26 @@ func moduleRoot() (string, error) {
 
 func (o *Oracle) run(ctx context.Context, out any, model, mode string, args ...string) error {
 	full := append([]string{"--bins", o.Bins, "--cpu", CPUBackend, "--threads", strconv.Itoa(Threads), "--kv", o.KVType(), model, mode}, args...)
+	if o.Vulkan {
+		full = append(full, "--gpu")
+	}
+	if o.Vulkan && o.CPUMoE {
+		full = append(full, "--cpu-moe")
+	}
 	return o.exec(ctx, out, mode+" "+model, full)
 }
 
 // exec runs the driver with args and decodes the JSON it prints into out.
 func (o *Oracle) exec(ctx context.Context, out any, what string, args []string) error {
 	cmd := exec.CommandContext(ctx, o.Bin, args...)
+	if o.Vulkan {
+		// GGML_VK_VISIBLE_DEVICES makes ggml-vulkan take lavapipe, which
+		// it otherwise passes over as a CPU device.
+		cmd.Env = append(os.Environ(), "GGML_VK_VISIBLE_DEVICES=0")
+		if os.Getenv("VK_DRIVER_FILES") == "" && os.Getenv("VK_ICD_FILENAMES") == "" {
+			cmd.Env = append(cmd.Env, "VK_DRIVER_FILES="+lavapipeICD)
+		}
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

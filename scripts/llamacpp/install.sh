@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs llama.cpp, gguftool's independent oracle, from the npm registry
 # (the prebuilt CPU libraries of node-llama-cpp, pinned) and builds the C
-# driver oracle.c against them. Idempotent: a second run reuses what is
+# driver oracle.c against them, and oracle.c again against the Vulkan
+# build (oracle-vulkan; @node-llama-cpp/linux-x64-vulkan, the same
+# llama.cpp), the oracle of the GPU path, which runs on Mesa's lavapipe. Idempotent: a second run reuses what is
 # there. Also builds quantref.c (llama.cpp's block codecs) and
 # quantmodel.c (llama-quantize on the C API), for the codec tests, and
 # tokref.c (llama.cpp's tokenizer), for the tokenizer tests. Prints the
@@ -30,6 +32,12 @@ if [ ! -f "$pkg/package.json" ] || ! grep -q "\"version\": \"$NODE_LLAMA_CPP_VER
   echo "installing node-llama-cpp@$NODE_LLAMA_CPP_VERSION into $dir" >&2
   (cd "$dir" && npm install --no-audit --no-fund --silent -E --omit=optional \
       "node-llama-cpp@$NODE_LLAMA_CPP_VERSION" "@node-llama-cpp/linux-x64@$NODE_LLAMA_CPP_VERSION" "@huggingface/jinja@$HF_JINJA_VERSION" >&2)
+fi
+vkbins=$dir/node_modules/@node-llama-cpp/linux-x64-vulkan/bins/linux-x64-vulkan
+if [ ! -f "$vkbins/libggml-vulkan.so" ]; then
+  echo "installing @node-llama-cpp/linux-x64-vulkan@$NODE_LLAMA_CPP_VERSION into $dir" >&2
+  (cd "$dir" && npm install --no-audit --no-fund --silent -E --omit=optional --no-save \
+      "@node-llama-cpp/linux-x64-vulkan@$NODE_LLAMA_CPP_VERSION" >&2)
 fi
 
 # Headers come from the llama.cpp source bundle inside the package.
@@ -62,6 +70,14 @@ build tokref "${libllama[@]}"                 # llama_tokenize / llama_detokeniz
 build quantref -l:libggml-base.so             # block codecs
 build ggufrewrite -l:libggml-base.so          # files written by llama.cpp's GGUF writer
 build dotref -DCPU_LIB="\"$bins/libggml-cpu-haswell.so\"" -l:libggml-base.so -ldl  # CPU dot products
+# The Vulkan build: the same driver linked against its libraries.
+vkbin=$dir/oracle-vulkan
+if [ ! -x "$vkbin" ] || [ "$here/oracle.c" -nt "$vkbin" ] || [ "$here/helpers.h" -nt "$vkbin" ]; then
+  cc -O2 -std=c11 -Wall -o "$vkbin.tmp" "$here/oracle.c" -I"$here" -I"$inc" -L"$vkbins" \
+    -l:libllama.vulkan.v0.4.0.so -l:libggml.vulkan.v0.4.0.so -l:libggml-base.so -lm -Wl,-rpath,"$vkbins"
+  mv "$vkbin.tmp" "$vkbin"
+fi
+printf '%s\n' "$vkbins" > "$dir/vkbins.path"
 oracle=$dir/oracle
 printf '%s\n' "$bins" > "$dir/bins.path"
 echo "$oracle"

@@ -10,7 +10,10 @@
 // (default 2), --cpu VARIANT (the ggml CPU backend library to load,
 // default haswell, so that hosts with AVX-512 record the same numbers),
 // --gpu (the oracle-vulkan build only: load the Vulkan backend from DIR
-// too and offload every layer; GGML_VK_VISIBLE_DEVICES picks the device).
+// too and offload every layer; GGML_VK_VISIBLE_DEVICES picks the device),
+// --cpu-moe (with --gpu: the routed experts' tensors, *_exps, stay on the
+// CPU, as llama.cpp's --cpu-moe puts them — the placement of gguftool's
+// GPU path).
 // Flash attention is always off. Output is one JSON object on stdout.
 //
 // generate: the prompt is decoded as one batch, then greedy decoding one
@@ -162,7 +165,7 @@ static void bench_parallel(struct llama_context *ctx, const llama_token *ids, in
 int main(int argc, char **argv) {
     const char *bins = NULL, *model_path = NULL, *mode = NULL, *prompt = NULL, *ids_arg = NULL;
     const char *kv = "f32", *cpu = "haswell", *logits_out = NULL;
-    int n_gen = 16, threads = 2, top = 16, prompt_tokens = 32, use_mmap = 0, sequential = 0, parallel = 1, ubatch = 0, gpu = 0;
+    int n_gen = 16, threads = 2, top = 16, prompt_tokens = 32, use_mmap = 0, sequential = 0, parallel = 1, ubatch = 0, gpu = 0, cpu_moe = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -185,6 +188,7 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--prompt-tokens") && next) { prompt_tokens = atoi(next); i++; continue; }
         if (!strcmp(a, "--mmap")) { use_mmap = 1; continue; }
         if (!strcmp(a, "--gpu")) { gpu = 1; continue; }
+        if (!strcmp(a, "--cpu-moe")) { cpu_moe = 1; continue; }
         if (!strcmp(a, "--sequential")) { sequential = 1; continue; }
         if (!strcmp(a, "--parallel") && next) { parallel = atoi(next); i++; continue; }
         if (!strcmp(a, "--ubatch") && next) { ubatch = atoi(next); i++; continue; }
@@ -212,6 +216,13 @@ int main(int argc, char **argv) {
 
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = gpu ? 999 : 0;
+    struct llama_model_tensor_buft_override experts_on_cpu[2] = {{"_exps", NULL}, {NULL, NULL}};
+    if (gpu && cpu_moe) {
+        ggml_backend_dev_t cpu_dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+        if (!cpu_dev) die("no CPU backend for --cpu-moe");
+        experts_on_cpu[0].buft = ggml_backend_dev_buffer_type(cpu_dev);
+        mp.tensor_buft_overrides = experts_on_cpu;
+    }
     // Read into RAM unless --mmap: page-cache reclaim cannot stall it.
     mp.load_mode = use_mmap ? LLAMA_LOAD_MODE_MMAP : LLAMA_LOAD_MODE_NONE;
     double t_load = now();
