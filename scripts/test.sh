@@ -60,7 +60,7 @@ rm -f "${TMPDIR:-/tmp}/gguftool-ci-serve.gguf"
 
 echo "== codecs and engine again with GOAMD64=v3 (Go may fuse multiply-adds there)"
 GOAMD64=v3 GGUFTOOL_REQUIRE_LLAMACPP=1 go test ./gguf/quant ./quantize
-GOAMD64=v3 go test -run 'Streamed|OneSlot|Archs|WeightTypes' ./runtime/engine
+GOAMD64=v3 go test -run 'Streamed|OneSlot|Archs|WeightTypes' -skip GPU ./runtime/engine
 GOAMD64=v3 go test -run TestRuntimeGoldens ./golden
 
 # Every kernel level this CPU has (gguftool --version lists them: generic,
@@ -71,7 +71,7 @@ levels=$(go run ./cmd/gguftool --version | sed -n 's/^kernels: .*(this CPU: \(.*
 for level in $levels; do
   echo "== codecs, engine and goldens with GGUFTOOL_KERNELS=$level"
   GGUFTOOL_KERNELS=$level GGUFTOOL_REQUIRE_LLAMACPP=1 go test -count=1 ./gguf/quant
-  GGUFTOOL_KERNELS=$level go test -count=1 -run 'Streamed|OneSlot|Archs|WeightTypes' ./runtime/engine
+  GGUFTOOL_KERNELS=$level go test -count=1 -run 'Streamed|OneSlot|Archs|WeightTypes' -skip GPU ./runtime/engine
   GGUFTOOL_KERNELS=$level go test -count=1 -run TestRuntimeGoldens ./golden
 done
 go test -tags purego ./gguf/quant

@@ -57,12 +57,12 @@ func openLoader() (uintptr, error) {
 	loadOnce.Do(func() {
 		var tried []string
 		for _, name := range LoaderNames {
-			h, err := purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+			h, err := openLibrary(name)
 			if err != nil {
 				tried = append(tried, err.Error())
 				continue
 			}
-			sym, err := purego.Dlsym(h, "vkGetInstanceProcAddr")
+			sym, err := symbol(h, "vkGetInstanceProcAddr")
 			if err != nil {
 				loadErr = fmt.Errorf("%w: %s has no vkGetInstanceProcAddr: %v", ErrNoLoader, name, err)
 				return
