@@ -473,24 +473,19 @@ func filesSHA256(paths []string) (string, error) {
 // vk (llama.cpp's Vulkan build) it records the Vulkan reference of a
 // fixture of DeviceNumerics too.
 func Record(ctx context.Context, o, vk *llamacpp.Oracle, s Spec, model, sum string) (*Fixture, error) {
-	o = o.WithKV(s.KVCache())
 	prompt := s.Prompt()
-	gen, err := o.Generate(ctx, model, prompt, GreedyTokens)
+	cpu, err := recordReference(ctx, o.WithKV(s.KVCache()), model, prompt, llamacpp.Package)
 	if err != nil {
 		return nil, err
 	}
-	seq := append(append([]int{}, prompt...), gen.Greedy...)
-	tf, err := o.Score(ctx, model, seq, 8, "")
-	if err != nil {
-		return nil, err
-	}
+	seq := append(append([]int{}, prompt...), cpu.Greedy...)
 	f := &Fixture{
 		Schema: Schema, Name: s.Name(), Spec: s, Command: s.Command(s.Name() + ".gguf"), SHA256: sum,
 		Oracle: CurrentOracle(s.KVCache()), Tolerance: s.Tolerance(),
-		Prompt: prompt, Greedy: gen.Greedy, GreedyLogprobs: gen.Logprobs, TeacherForced: tf,
+		Prompt: prompt, Greedy: cpu.Greedy, GreedyLogprobs: cpu.GreedyLogprobs, TeacherForced: cpu.TeacherForced,
 	}
-	for i := range gen.Greedy {
-		top := tf[len(prompt)-1+i].Top
+	for i := range cpu.Greedy {
+		top := cpu.TeacherForced[len(prompt)-1+i].Top
 		f.GreedyMargins = append(f.GreedyMargins, top[0][1]-top[1][1])
 	}
 	if Supported(s) {
@@ -501,7 +496,8 @@ func Record(ctx context.Context, o, vk *llamacpp.Oracle, s Spec, model, sum stri
 	if vk != nil && s.DeviceNumerics() {
 		v := vk.WithKV(s.KVCache())
 		v.CPUMoE = true // gguftool's GPU path computes the routed experts on the CPU
-		if f.Vulkan, err = recordReference(ctx, v, model, prompt); err != nil {
+		label := llamacpp.Package + " linux-x64-vulkan on lavapipe, routed experts on the CPU (--cpu-moe)"
+		if f.Vulkan, err = recordReference(ctx, v, model, prompt, label); err != nil {
 			return nil, err
 		}
 	}
@@ -509,8 +505,8 @@ func Record(ctx context.Context, o, vk *llamacpp.Oracle, s Spec, model, sum stri
 }
 
 // recordReference is o's greedy run from prompt and its teacher-forced
-// scores of prompt and continuation.
-func recordReference(ctx context.Context, o *llamacpp.Oracle, model string, prompt []int) (*Reference, error) {
+// scores of prompt and continuation, labelled with the oracle.
+func recordReference(ctx context.Context, o *llamacpp.Oracle, model string, prompt []int, label string) (*Reference, error) {
 	gen, err := o.Generate(ctx, model, prompt, GreedyTokens)
 	if err != nil {
 		return nil, err
@@ -520,7 +516,7 @@ func recordReference(ctx context.Context, o *llamacpp.Oracle, model string, prom
 	if err != nil {
 		return nil, err
 	}
-	return &Reference{Oracle: llamacpp.Package + " linux-x64-vulkan on lavapipe, routed experts on the CPU (--cpu-moe)", Greedy: gen.Greedy, GreedyLogprobs: gen.Logprobs,
+	return &Reference{Oracle: label, Greedy: gen.Greedy, GreedyLogprobs: gen.Logprobs,
 		TeacherForced: tf}, nil
 }
 
