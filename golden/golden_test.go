@@ -106,8 +106,11 @@ func TestLlamaCppGoldens(t *testing.T) {
 				t.Fatalf("the fixture has a Vulkan reference: %v, the spec asks for one: %v (re-record)", want.Vulkan != nil, got.Vulkan != nil)
 			}
 			if v := want.Vulkan; v != nil {
+				// lavapipe compiles the shaders for the host CPU (LLVM),
+				// so another CPU may round some sums otherwise: a looser
+				// bound than the CPU build's, the same greedy ids.
 				ref := &Fixture{Name: want.Name + " (Vulkan)", Greedy: v.Greedy, GreedyLogprobs: v.GreedyLogprobs, TeacherForced: v.TeacherForced}
-				if err := Compare(ref, got.Vulkan.Greedy, got.Vulkan.GreedyLogprobs, got.Vulkan.TeacherForced, 1e-6); err != nil {
+				if err := Compare(ref, got.Vulkan.Greedy, got.Vulkan.GreedyLogprobs, got.Vulkan.TeacherForced, 1e-4); err != nil {
 					t.Error(err)
 				}
 			}
