@@ -24,9 +24,9 @@ build() {
   set -e
   mkdir -p "$dir/debs"
   cd "$root"
-  CGO_ENABLED=0 go build -o "$dir/gguftool" ./cmd/gguftool
-  CGO_ENABLED=0 go test -c -o "$dir/gpu.test" ./gpu
-  CGO_ENABLED=0 go test -c -o "$dir/engine.test" ./runtime/engine
+  CGO_ENABLED=0 go build -ldflags="-s -w" -o "$dir/gguftool" ./cmd/gguftool
+  CGO_ENABLED=0 go test -c -ldflags="-s -w" -o "$dir/gpu.test" ./gpu
+  CGO_ENABLED=0 go test -c -ldflags="-s -w" -o "$dir/engine.test" ./runtime/engine
   (cd "$dir/debs" && apt-get download libvulkan1 vulkan-validationlayers >/dev/null)
   du -sh "$dir"
 }
@@ -80,7 +80,7 @@ run() {
   check gpu-info "$dir/gguftool" gpu info --json
   cat "$out/gpu-info.log"
   local index
-  index=$(sed -n 's/.*"chosen": *\(-\{0,1\}[0-9]*\).*/\1/p' "$out/gpu-info.log" | head -1)
+  index=$(sed -n 's/.*"chosen_with_gpu_on": *\(-\{0,1\}[0-9]*\).*/\1/p' "$out/gpu-info.log" | head -1)
   if [ -z "$index" ] || [ "$index" -lt 0 ]; then
     echo "check: gpu info found no usable GPU" >&2
     exit 5
