@@ -1,0 +1,122 @@
+package root
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/bench"
+	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
+	servecmd "github.com/gguftool/gguftool/cmd/gguftool/internal/serve"
+	"github.com/gguftool/gguftool/internal/iostreams"
+	"github.com/gguftool/gguftool/runtime/engine"
+	"github.com/gguftool/gguftool/runtime/server"
+)
+
+// lavapipeForTest points the loader at Mesa's lavapipe, or skips (fails
+// under GGUFTOOL_REQUIRE_GPU=1) where it is not installed.
+func lavapipeForTest(t *testing.T) {
+	t.Helper()
+	const icd = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
+	if _, err := os.Stat(icd); err != nil {
+		if os.Getenv("GGUFTOOL_REQUIRE_GPU") == "1" {
+			t.Fatal("lavapipe is not installed (Debian's mesa-vulkan-drivers)")
+		}
+		t.Skip("lavapipe is not installed (Debian's mesa-vulkan-drivers)")
+	}
+	t.Setenv("VK_DRIVER_FILES", icd)
+}
+
+// TestGPUCommands: run and bench decode --gpu on generate on lavapipe for
+// every architecture, resident and streamed, the same tokens from the
+// GGUF and the pack (the device's logits are the same bits either way)
+// and, on these F32 models, the CPU's tokens; --json says where each part
+// ran.
+func TestGPUCommands(t *testing.T) {
+	lavapipeForTest(t)
+	for _, arch := range engine.Archs {
+		t.Run(arch, func(t *testing.T) {
+			dir := t.TempDir()
+			src, pack := filepath.Join(dir, "m.gguf"), filepath.Join(dir, "m.pack")
+			if code, _, errOut := run(t, "synth", "--arch", arch, "--type", "f32", "-q", "-o", src); code != 0 {
+				t.Fatalf("synth: %s", errOut)
+			}
+			if code, _, errOut := run(t, "pack", src, "-o", pack, "-q"); code != 0 {
+				t.Fatalf("pack: %s", errOut)
+			}
+			args := []string{"--prompt-ids", "1,2,3,4,5", "-n", "6", "--cache-type-k", "f32", "--cache-type-v", "f32"}
+			cpu := runJSON(t, append([]string{src, "--gpu", "off"}, args...)...)
+			gpuRun := runJSON(t, append([]string{src, "--gpu", "on"}, args...)...)
+			streamed := runJSON(t, append([]string{pack, "--gpu", "on", "--expert-cache-slots", "2"}, args...)...)
+			if p := gpuRun.Placement; p.Backend != "vulkan" || p.KVCache != "vram" || p.Experts != "ram" || p.Uploaded == 0 || p.ReadBack == 0 {
+				t.Errorf("placement %+v", p)
+			}
+			if !slices.Equal(gpuRun.Tokens, streamed.Tokens) || !slices.Equal(gpuRun.Tokens, cpu.Tokens) {
+				t.Errorf("tokens: GPU %v, GPU streamed %v, CPU %v", gpuRun.Tokens, streamed.Tokens, cpu.Tokens)
+			}
+			code, out, errOut := run(t, "bench", "decode", pack, "--gpu", "on", "--no-llamacpp", "--runs", "1",
+				"--prompt-tokens", "8", "-n", "4", "--json", "-q")
+			var r bench.DecodeResult
+			if code != 0 || json.Unmarshal([]byte(out), &r) != nil || r.Placement.Backend != "vulkan" || r.Ours.Decode <= 0 {
+				t.Errorf("bench decode --gpu on: exit %d, %s %s", code, out, errOut)
+			}
+		})
+	}
+}
+
+// TestGPUServe: serve --gpu on answers a completion on lavapipe with the
+// tokens run --gpu on gives.
+func TestGPUServe(t *testing.T) {
+	lavapipeForTest(t)
+	t.Setenv("GGUFTOOL_CONFIG", "")
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	dir := t.TempDir()
+	src := filepath.Join(dir, "m.gguf")
+	if code, _, errOut := run(t, "synth", "--arch", "qwen3moe", "--type", "q8_0", "-q", "-o", src); code != 0 {
+		t.Fatalf("synth: %s", errOut)
+	}
+	want := runJSON(t, src, "--gpu", "on", "--prompt", "The experts live on", "-n", "8", "--temperature", "0.7", "--seed", "3")
+	ios, _, _ := iostreams.Test()
+	ready := make(chan string, 1)
+	cmd := servecmd.NewCmdServe(&cmdutil.Factory{IOStreams: ios}, func(ctx context.Context, o *servecmd.ServeOptions) error {
+		o.Ready = func(addr string) { ready <- addr }
+		return servecmd.ServeRun(ctx, o)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd.SetArgs([]string{src, "--addr", "127.0.0.1:0", "--gpu", "on", "--log-format", "json"})
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	var addr string
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatalf("serve --gpu on: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	resp, err := http.Post("http://"+addr+"/v1/completions", "application/json",
+		strings.NewReader(`{"model":"m","prompt":"The experts live on","max_tokens":8,"temperature":0.7,"seed":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var c server.Completion
+	if resp.StatusCode != 200 || json.Unmarshal(body, &c) != nil || c.Choices[0].Text != want.Text {
+		t.Errorf("serve --gpu on: %d %s; run --gpu on gave %q", resp.StatusCode, body, want.Text)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
