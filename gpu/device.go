@@ -11,6 +11,7 @@ import (
 
 	"github.com/gguftool/gguftool/gpu/vk"
 	"github.com/gguftool/gguftool/internal/atomicfile"
+	"github.com/gguftool/gguftool/internal/iostreams"
 )
 
 // DeviceOptions say how to open a device.
@@ -332,25 +333,13 @@ type BudgetError struct {
 
 func (e *BudgetError) Error() string {
 	return fmt.Sprintf("Vulkan device %q: %s: it needs %s, the budget is %s (%s already in use)",
-		e.Device, e.What, sizeString(e.Need), sizeString(e.Budget), sizeString(e.Used))
+		e.Device, e.What, iostreams.HumanBytes(e.Need), iostreams.HumanBytes(e.Budget), iostreams.HumanBytes(e.Used))
 }
 
 // ErrBudget matches every *BudgetError.
 var ErrBudget = errors.New("over the VRAM budget")
 
 func (e *BudgetError) Is(target error) bool { return target == ErrBudget }
-
-func sizeString(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
 
 // Info is what the device offers.
 func (d *Device) Info() DeviceInfo { return d.info }

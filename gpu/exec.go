@@ -21,9 +21,6 @@ type Kernel struct {
 	pipeline  vk.Pipeline
 }
 
-// Name is the shader's name and specialization.
-func (k *Kernel) Name() string { return k.name }
-
 // Kernel returns the pipeline of shader name (an embedded SPIR-V module)
 // with bindings storage buffers, pushBytes of push constants and spec as
 // specialization constants 0, 1, …; it is built once and kept.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gguftool/gguftool/gguf"
 	"github.com/gguftool/gguftool/gpu/shaders"
+	"github.com/gguftool/gguftool/internal/iostreams"
 )
 
 // Weights is a weight matrix on the device, in the bytes the GGUF file
@@ -70,12 +71,12 @@ func (d *Device) UploadWeights(name string, t gguf.Type, rows, cols, experts int
 	if experts > 1 {
 		if int64(len(data)) > limit {
 			return nil, fmt.Errorf("%s: a stack of %d experts is %s, more than one storage buffer of %q holds (%s)",
-				name, experts, sizeString(int64(len(data))), d.info.Name, sizeString(limit))
+				name, experts, iostreams.HumanBytes(int64(len(data))), d.info.Name, iostreams.HumanBytes(limit))
 		}
 	} else if int64(rows)*rowBytes > limit {
 		perPart = int(limit / rowBytes)
 		if perPart == 0 {
-			return nil, fmt.Errorf("%s: one row is %s, more than a storage buffer holds", name, sizeString(rowBytes))
+			return nil, fmt.Errorf("%s: one row is %s, more than a storage buffer holds", name, iostreams.HumanBytes(rowBytes))
 		}
 	}
 	for row0 := 0; row0 < rows; row0 += perPart {

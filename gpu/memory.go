@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/gguftool/gguftool/gpu/vk"
+	"github.com/gguftool/gguftool/internal/iostreams"
 )
 
 // Buffer is a storage buffer on the device. Device-local buffers count
@@ -30,7 +31,7 @@ func (d *Device) Alloc(size int64, what string) (*Buffer, error) {
 	}
 	if lim := int64(d.info.Limits.MaxStorageBufferRange); size > lim {
 		return nil, fmt.Errorf("Vulkan device %q: %s is %s, more than one storage buffer may hold (%s): split it",
-			d.info.Name, what, sizeString(size), sizeString(lim))
+			d.info.Name, what, iostreams.HumanBytes(size), iostreams.HumanBytes(lim))
 	}
 	d.amu.Lock()
 	if d.used+size > d.budget {
@@ -75,7 +76,7 @@ func (d *Device) newBuffer(size int64, memType int, deviceLocal bool) (*Buffer, 
 	pin.Pin(alloc)
 	if err := d.check("vkAllocateMemory", d.cmd.AllocateMemory(d.handle, alloc, nil, &b.mem)); err != nil {
 		b.destroy()
-		return nil, fmt.Errorf("%w (allocating %s)", err, sizeString(size))
+		return nil, fmt.Errorf("%w (allocating %s)", err, iostreams.HumanBytes(size))
 	}
 	if err := d.check("vkBindBufferMemory", d.cmd.BindBufferMemory(d.handle, b.handle, b.mem, 0)); err != nil {
 		b.destroy()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gguftool/gguftool/gpu"
+	"github.com/gguftool/gguftool/internal/iostreams"
 )
 
 // residentWeights lists every weight matrix and vector the forward pass
@@ -93,6 +94,7 @@ func (m *Model) toDevice(dev *gpu.Device) error {
 		return &gpu.BudgetError{Device: dev.Info().Name, What: "the resident weights", Need: need, Budget: dev.Budget(), Used: dev.Used()}
 	}
 	b := newGPUBackend(dev)
+	b.weightBytes = need
 	m.deviceWeights = func() { releaseDeviceWeights(ms, vs) }
 	for _, x := range ms {
 		if err := b.PrepareMatrix(x); err != nil {
@@ -106,19 +108,8 @@ func (m *Model) toDevice(dev *gpu.Device) error {
 	}
 	m.be = b
 	m.Notes = append(m.Notes, fmt.Sprintf("GPU: %s holds the resident weights (%s) and the KV cache; routed experts run on the CPU",
-		dev.Info().Name, byteSize(need)))
+		dev.Info().Name, iostreams.HumanBytes(need)))
 	return nil
-}
-
-// byteSize formats n bytes for a note.
-func byteSize(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 }
 
 // Placement says where a model's parts run and what crossed between the
@@ -149,13 +140,6 @@ func (m *Model) Placement() Placement {
 	}
 	moved := b.dev.Moved()
 	p := Placement{Backend: "vulkan", Device: b.dev.Info().Name, Weights: "vram", KVCache: "vram", Experts: "ram",
-		VRAMPeak: b.dev.Peak(), VRAMBudget: b.dev.Budget(), Uploaded: moved.Up, ReadBack: moved.Down}
-	ms, vs := m.residentWeights()
-	for _, x := range ms {
-		p.DeviceWeightBytes += int64(x.bytes())
-	}
-	for _, v := range vs {
-		p.DeviceWeightBytes += int64(4 * len(v.f))
-	}
+		DeviceWeightBytes: b.weightBytes, VRAMPeak: b.dev.Peak(), VRAMBudget: b.dev.Budget(), Uploaded: moved.Up, ReadBack: moved.Down}
 	return p
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/gguftool/gguftool/gguf"
@@ -25,6 +24,8 @@ type gpuBackend struct {
 	batch *gpu.Batch // recording, or nil
 	err   error
 	embed []float32 // the embedding rows of a step, on the host
+	// weightBytes is what the resident weights hold on the device.
+	weightBytes int64
 }
 
 func newGPUBackend(dev *gpu.Device) *gpuBackend { return &gpuBackend{dev: dev} }
@@ -376,7 +377,3 @@ func (r *gpuRecurrent) Free() {
 	r.b.flush()
 	r.r.Free()
 }
-
-// errNotOnDevice is returned when a model needs what the device backend
-// does not run.
-var errNotOnDevice = errors.New("not supported on the GPU backend")

@@ -143,11 +143,11 @@ func printInfo(w io.Writer, r Info) {
 			}
 			budget := ""
 			if h.Budget > 0 {
-				budget = fmt.Sprintf(", budget %s", size(h.Budget))
+				budget = fmt.Sprintf(", budget %s", iostreams.HumanBytes(int64(h.Budget)))
 			}
-			fmt.Fprintf(w, "    heap %d: %s %s%s\n", i, size(h.Size), kind, budget)
+			fmt.Fprintf(w, "    heap %d: %s %s%s\n", i, iostreams.HumanBytes(int64(h.Size)), kind, budget)
 		}
-		fmt.Fprintf(w, "    subgroup %d, max buffer %s, features: %s\n", d.Limits.SubgroupSize, size(d.Limits.MaxStorageBufferRange), features(d.Features))
+		fmt.Fprintf(w, "    subgroup %d, max buffer %s, features: %s\n", d.Limits.SubgroupSize, iostreams.HumanBytes(int64(d.Limits.MaxStorageBufferRange)), features(d.Features))
 		if d.Unusable != "" {
 			fmt.Fprintf(w, "    unusable: %s\n", d.Unusable)
 		}
@@ -176,14 +176,4 @@ func features(f gpu.Features) string {
 		}
 	}
 	return strings.Join(on, ", ")
-}
-
-func size(n uint64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%d MiB", n>>20)
-	}
-	return fmt.Sprintf("%d B", n)
 }

@@ -1,7 +1,6 @@
 package root
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,12 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/bench"
-	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
-	servecmd "github.com/gguftool/gguftool/cmd/gguftool/internal/serve"
-	"github.com/gguftool/gguftool/internal/iostreams"
 	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/runtime/server"
 )
@@ -83,25 +78,7 @@ func TestGPUServe(t *testing.T) {
 		t.Fatalf("synth: %s", errOut)
 	}
 	want := runJSON(t, src, "--gpu", "on", "--prompt", "The experts live on", "-n", "8", "--temperature", "0.7", "--seed", "3")
-	ios, _, _ := iostreams.Test()
-	ready := make(chan string, 1)
-	cmd := servecmd.NewCmdServe(&cmdutil.Factory{IOStreams: ios}, func(ctx context.Context, o *servecmd.ServeOptions) error {
-		o.Ready = func(addr string) { ready <- addr }
-		return servecmd.ServeRun(ctx, o)
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cmd.SetArgs([]string{src, "--addr", "127.0.0.1:0", "--gpu", "on", "--log-format", "json"})
-	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(ctx) }()
-	var addr string
-	select {
-	case addr = <-ready:
-	case err := <-done:
-		t.Fatalf("serve --gpu on: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("serve did not start")
-	}
+	addr, stop := startServe(t, src, "--addr", "127.0.0.1:0", "--gpu", "on", "--log-format", "json")
 	resp, err := http.Post("http://"+addr+"/v1/completions", "application/json",
 		strings.NewReader(`{"model":"m","prompt":"The experts live on","max_tokens":8,"temperature":0.7,"seed":3}`))
 	if err != nil {
@@ -113,10 +90,7 @@ func TestGPUServe(t *testing.T) {
 	if resp.StatusCode != 200 || json.Unmarshal(body, &c) != nil || c.Choices[0].Text != want.Text {
 		t.Errorf("serve --gpu on: %d %s; run --gpu on gave %q", resp.StatusCode, body, want.Text)
 	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop")
+	if err := stop(); err != nil {
+		t.Errorf("serve after cancel: %v", err)
 	}
 }

@@ -31,25 +31,7 @@ func TestServe(t *testing.T) {
 	}
 	want := runJSON(t, pack, "--prompt", "The experts live on", "-n", "10", "--temperature", "0.7", "--seed", "3", "--expert-cache-slots", "2")
 
-	ios, _, _ := iostreams.Test()
-	ready := make(chan string, 1)
-	cmd := servecmd.NewCmdServe(&cmdutil.Factory{IOStreams: ios}, func(ctx context.Context, o *servecmd.ServeOptions) error {
-		o.Ready = func(addr string) { ready <- addr }
-		return servecmd.ServeRun(ctx, o)
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cmd.SetArgs([]string{pack, "--addr", "127.0.0.1:0", "--expert-cache-slots", "2", "--log-format", "json"})
-	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(ctx) }()
-	var addr string
-	select {
-	case addr = <-ready:
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not start")
-	}
+	addr, stop := startServe(t, pack, "--addr", "127.0.0.1:0", "--expert-cache-slots", "2", "--log-format", "json")
 	resp, err := http.Post("http://"+addr+"/v1/completions", "application/json",
 		strings.NewReader(`{"model":"gpt-4","prompt":"The experts live on","max_tokens":10,"temperature":0.7,"seed":3}`))
 	if err != nil {
@@ -68,14 +50,8 @@ func TestServe(t *testing.T) {
 	if code, _, errOut := run(t, "migrate", pack, "--to", "cold"); code != cmdutil.ExitBusy {
 		t.Errorf("migrate while serving: exit %d: %s", code, errOut)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("serve after cancel: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop")
+	if err := stop(); err != nil {
+		t.Errorf("serve after cancel: %v", err)
 	}
 	// Released: the migration goes through now.
 	if code, _, errOut := run(t, "migrate", pack, "--to", "cold"); code != 0 {
@@ -85,8 +61,9 @@ func TestServe(t *testing.T) {
 	// and serve runs.
 	t.Setenv("GGUFTOOL_CONFIG", "")
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	ios, _, _ := iostreams.Test()
 	ctx2, cancel2 := context.WithCancel(context.Background())
-	cmd = servecmd.NewCmdServe(&cmdutil.Factory{IOStreams: ios}, func(ctx context.Context, o *servecmd.ServeOptions) error {
+	cmd := servecmd.NewCmdServe(&cmdutil.Factory{IOStreams: ios}, func(ctx context.Context, o *servecmd.ServeOptions) error {
 		o.Ready = func(addr string) { cancel2() }
 		return servecmd.ServeRun(ctx, o)
 	})
@@ -97,6 +74,41 @@ func TestServe(t *testing.T) {
 	// Off loopback without a key is a usage error.
 	if code, _, errOut := run(t, "serve", src, "--addr", "0.0.0.0:0"); code != cmdutil.ExitUsage || !strings.Contains(errOut, "api-key") {
 		t.Errorf("non-loopback without a key: exit %d: %s", code, errOut)
+	}
+}
+
+// startServe starts `gguftool serve args…` in this process and returns
+// its address and a stop that cancels it and returns what serve returned.
+func startServe(t *testing.T, args ...string) (string, func() error) {
+	t.Helper()
+	ios, _, _ := iostreams.Test()
+	ready := make(chan string, 1)
+	cmd := servecmd.NewCmdServe(&cmdutil.Factory{IOStreams: ios}, func(ctx context.Context, o *servecmd.ServeOptions) error {
+		o.Ready = func(addr string) { ready <- addr }
+		return servecmd.ServeRun(ctx, o)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cmd.SetArgs(args)
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	var addr string
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	return addr, func() error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("serve did not stop")
+			return nil
+		}
 	}
 }
 
