@@ -3,6 +3,8 @@ package gpu
 import (
 	"fmt"
 	"math"
+
+	"github.com/gguftool/gguftool/gguf"
 )
 
 // The engine's operations other than matrix products, attention and the
@@ -470,4 +472,45 @@ func yarnCorrDims(nDims, ctxOrig int, base, betaFast, betaSlow float32) [2]float
 	start := float32(math.Floor(float64(corrDim(betaFast))))
 	end := float32(math.Ceil(float64(corrDim(betaSlow))))
 	return [2]float32{max(0, start), min(float32(nDims-1), end)}
+}
+
+// activationGrids are the grids RoundActivations puts values on: the
+// activation types of llama.cpp's CPU dot products (Q8_1's levels and
+// scale are Q8_0's).
+var activationGrids = map[gguf.Type]string{
+	gguf.TypeF16: "f16", gguf.TypeBF16: "bf16", gguf.TypeQ8_0: "q8_0", gguf.TypeQ8_1: "q8_0", gguf.TypeQ8_K: "q8_k",
+}
+
+// RoundActivations writes to dst x's n values on grid (an activation type:
+// F16, BF16, Q8_0, Q8_1 or Q8_K) as floats: what llama.cpp's CPU backend
+// multiplies a weight row by after converting the activations to the
+// weight type's vec_dot_type, so that a product on dst differs from the
+// CPU's only in the order of its sums. n is a whole number of the grid's
+// blocks; dst may be x. Q8_1's s (its scale times the sum of the levels,
+// rounded to binary16, which Q4_1 and Q5_1 dots take their minimum's term
+// from) is not kept: those products sum the levels themselves.
+func (b *Batch) RoundActivations(dst, x Span, grid gguf.Type, n int) error {
+	name, ok := activationGrids[grid]
+	if !ok {
+		return fmt.Errorf("gpu: RoundActivations onto %s, which is not an activation type", grid)
+	}
+	if err := checkShape("RoundActivations", n); err != nil {
+		return err
+	}
+	if bs := int(grid.BlockSize()); n%bs != 0 {
+		return fmt.Errorf("gpu: RoundActivations: %d values are not whole %s blocks of %d", n, grid, bs)
+	}
+	if err := checkSpans("RoundActivations", spanUse{"dst", dst, n}, spanUse{"x", x, n}); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	k, err := b.r.d.Kernel("ops_round_"+name, 2, 16, eltwiseWorkgroup)
+	if err != nil {
+		return err
+	}
+	units := uint32(n / int(grid.BlockSize()))
+	groups := min((units+eltwiseWorkgroup-1)/eltwiseWorkgroup, maxEltwiseGroups)
+	return b.Dispatch(k, [3]uint32{groups, 1, 1}, []uint32{uint32(n), uint32(dst.Off), uint32(x.Off), 0}, dst.Buf, x.Buf)
 }
