@@ -14,14 +14,23 @@ var gpuSlowFixtures = map[string]string{
 	"qwen3moe-f32-d512-l8-e64-p512-seed7": "a 512-token prompt over 8 layers of width 512: 100 s on lavapipe (golden check --gpu on runs it)",
 }
 
+// gpuNearTieFixtures are quantized fixtures whose greedy run crosses a
+// router near-tie that the device's other order of summing decides the
+// other way (an activation one ulp off a Q8 rounding boundary moves a whole
+// step): their figures are logged, not required.
+var gpuNearTieFixtures = map[string]string{
+	"qwen3moe-q4_k_m-d256-l2-e8-seed6": "router top-k margins down to 2.6e-4 (position 37), and margins that move between CPUs: greedy ids all equal, median |Δ log p| 0.08 > 1e-5",
+	"glm4moe-q8_0-qknorm-seed3":        "a router top-k margin of 1.0e-3 at position 33, where the ids part: 22 of 32 greedy ids equal, exact (median 5.7e-6) before it",
+}
+
 // TestGPUGoldens runs the engine on a Vulkan device (lavapipe, validation
-// on) on every fixture whose weights the device multiplies as llama.cpp's
-// CPU build does (F32, F16; F32 and F16 caches) and requires llama.cpp's
-// greedy ids and log-probabilities within the fixture's tolerance (the
-// engine's GPU tests hold streamed to resident). The quantized fixtures' figures
-// against llama.cpp's Vulkan build are logged (docs/gpu.md: the device's
-// float activations part from both references by a quantization step on
-// these random models).
+// on) on every fixture and requires llama.cpp's CPU build's greedy ids and
+// log-probabilities within the fixture's tolerance: the device's products
+// read the activations on the CPU's grid (Q8_0, Q8_K, F16), so quantized
+// models follow the CPU build too, but for the near-ties named above. The
+// quantized fixtures' figures against llama.cpp's Vulkan build, which
+// multiplies float or F16 activations, are logged beside (the engine's GPU
+// tests hold streamed to resident).
 func TestGPUGoldens(t *testing.T) {
 	if os.Getenv("VK_DRIVER_FILES") == "" && os.Getenv("VK_ICD_FILENAMES") == "" {
 		t.Setenv("VK_DRIVER_FILES", "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
@@ -60,17 +69,24 @@ func TestGPUGoldens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			_, nearTie := gpuNearTieFixtures[s.Name()]
+			if !r.OK && nearTie {
+				t.Logf("near-tie fixture (%s): greedy %d of llama.cpp's, max |Δ log p| %.3g at %s, median %.3g",
+					gpuNearTieFixtures[s.Name()], r.GreedyMatch, r.MaxLogprobDiff, r.Worst, r.MedianLogprobDiff)
+			} else if !r.OK {
+				t.Errorf("greedy %v (%d of llama.cpp's), max |Δ log p| %.3g at %s (tolerance %g), median %.3g",
+					r.Greedy, r.GreedyMatch, r.MaxLogprobDiff, r.Worst, r.Tolerance.LogprobAbs, r.MedianLogprobDiff)
+			}
 			if s.DeviceNumerics() {
 				if f.Vulkan == nil {
 					t.Fatal("a quantized fixture without llama.cpp's Vulkan reference (scripts/llamacpp/record-goldens.sh)")
 				}
-				t.Logf("against llama.cpp's Vulkan build: greedy %d/%d, max |Δ log p| %.2g, median %.2g",
-					r.GreedyMatch, len(r.Greedy), r.MaxLogprobDiff, r.MedianLogprobDiff)
-				return
-			}
-			if !r.OK {
-				t.Errorf("greedy %v (%d of llama.cpp's), max |Δ log p| %.3g at %s (tolerance %g), median %.3g",
-					r.Greedy, r.GreedyMatch, r.MaxLogprobDiff, r.Worst, r.Tolerance.LogprobAbs, r.MedianLogprobDiff)
+				v, err := CheckAgainst(ctx, f, *f.Vulkan, model, engine.Options{GPU: o.Device})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("against llama.cpp's CPU build: greedy %d/%d, max |Δ log p| %.2g; against its Vulkan build: greedy %d/%d, max |Δ log p| %.2g",
+					r.GreedyMatch, len(r.Greedy), r.MaxLogprobDiff, v.GreedyMatch, len(v.Greedy), v.MaxLogprobDiff)
 			}
 			checked[s.Arch]++
 		})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gguftool/gguftool/gguf"
+	"github.com/gguftool/gguftool/gguf/quant"
 	"github.com/gguftool/gguftool/gpu"
 )
 
@@ -178,11 +179,15 @@ func (b *gpuBackend) Embed(dst Tensor, emb *matrix, tokens []int) error {
 	return b.err
 }
 
-// gpuInput is activations for matrix products: the float rows
-// themselves, which every kernel reads.
+// gpuInput is activations for matrix products: the float rows, which a
+// product with float32 weights reads as they are and one with other
+// weights after RoundActivations has put them on the grid the CPU's dot
+// product for that type reads (its vec_dot_type), so that the device
+// computes what llama.cpp's CPU build does to the order of the sums.
 type gpuInput struct {
 	x          gpu.Span
 	cols, nrow int
+	ar         *gpuArena
 }
 
 func (in *gpuInput) rows() int { return in.nrow }
@@ -194,8 +199,23 @@ func (b *gpuBackend) Input(ar Arena, x Tensor, cols, rows int) Input {
 	}
 	in := a.inputs[a.nIn]
 	a.nIn++
-	*in = gpuInput{x: span(x), cols: cols, nrow: rows}
+	*in = gpuInput{x: span(x), cols: cols, nrow: rows, ar: a}
 	return in
+}
+
+// onGrid is the input as a product with weights of type t reads it: the
+// rows themselves for float32 weights, else a copy rounded onto
+// quant.VecDotType(t), fresh from the arena for each product (a copy kept
+// for the next would outlive an arena rewind).
+func (b *gpuBackend) onGrid(in *gpuInput, t gguf.Type) gpu.Span {
+	grid := quant.VecDotType(t)
+	if grid == gguf.TypeF32 || grid == gguf.TypeCount {
+		return in.x
+	}
+	n := in.cols * in.nrow
+	dst := in.ar.take(n)
+	b.do(func(bt *gpu.Batch) error { return bt.RoundActivations(span(dst), in.x, grid, n) })
+	return span(dst)
 }
 
 // MulMat records w·x for each row of in.
@@ -206,8 +226,9 @@ func (b *gpuBackend) MulMat(dst Tensor, w *matrix, in Input) {
 		b.fail(fmt.Errorf("engine: %s is not on the device", w.name))
 		return
 	}
+	xs := b.onGrid(x, w.typ)
 	b.do(func(bt *gpu.Batch) error {
-		return bt.MatMul(dw, gpu.Columns{Buf: x.x.Buf, Off: x.x.Off, Stride: x.cols},
+		return bt.MatMul(dw, gpu.Columns{Buf: xs.Buf, Off: xs.Off, Stride: x.cols},
 			gpu.Columns{Buf: span(dst).Buf, Off: dst.off, Stride: w.rows}, x.nrow)
 	})
 }
