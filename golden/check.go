@@ -44,12 +44,7 @@ func Supported(s Spec) bool { return slices.Contains(engine.Archs, s.Arch) }
 // the grid the CPU's dot products do (docs/gpu.md), so they follow
 // llama.cpp's CPU build, not its shaders, where the two part.
 func Check(ctx context.Context, f *Fixture, model string, o engine.Options) (*Result, error) {
-	return CheckAgainst(ctx, f, Reference{Greedy: f.Greedy, GreedyLogprobs: f.GreedyLogprobs, TeacherForced: f.TeacherForced}, model, o)
-}
-
-// CheckAgainst is Check with another reference for the fixture's prompt
-// (its Vulkan one, say), within the fixture's tolerance.
-func CheckAgainst(ctx context.Context, f *Fixture, want Reference, model string, o engine.Options) (*Result, error) {
+	want := Reference{Greedy: f.Greedy, GreedyLogprobs: f.GreedyLogprobs, TeacherForced: f.TeacherForced}
 	kv, err := engine.ParseKVType(f.Oracle.KVCache)
 	if err != nil {
 		return nil, fmt.Errorf("golden: fixture %s: %w", f.Name, err)

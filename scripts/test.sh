@@ -23,8 +23,11 @@ go vet ./...
 
 echo "== go test"
 # The GPU tests run on Mesa's lavapipe with the validation layer; a
-# missing driver, layer, glslc or Vulkan headers fails them here.
-GGUFTOOL_REQUIRE_LLAMACPP=1 GGUFTOOL_REQUIRE_S3=1 GGUFTOOL_REQUIRE_GPU=1 go test ./...
+# missing driver, layer, glslc or Vulkan headers fails them here. On a
+# machine whose Mesa shader cache is cold the gpu and golden packages each
+# take close to go test's default 10 minutes, so the limit (a guard
+# against a hang, not a speed check) is 30.
+GGUFTOOL_REQUIRE_LLAMACPP=1 GGUFTOOL_REQUIRE_S3=1 GGUFTOOL_REQUIRE_GPU=1 go test -timeout 30m ./...
 
 echo "== README examples, as written, against a fresh build"
 scripts/readme-examples.sh
