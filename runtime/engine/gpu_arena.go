@@ -22,6 +22,7 @@ type gpuArena struct {
 	peak   int
 	inputs []*gpuInput
 	nIn    int
+	epoch  int // counts rewinds and resets: memory handed out before may be handed out again
 
 	host     []float32
 	hostUsed int // floats of host handed out this step
@@ -88,6 +89,7 @@ func (a *gpuArena) Mark() ArenaMark {
 
 func (a *gpuArena) Rewind(m ArenaMark) {
 	a.cur, a.used, a.total, a.nIn = m.buf, m.used, m.total, m.inputs
+	a.epoch++
 }
 
 // Reset makes the arena available again; what the device still has to
@@ -100,6 +102,7 @@ func (a *gpuArena) Reset() {
 		a.grow(need)
 	}
 	a.cur, a.used, a.total, a.peak, a.nIn = 0, 0, 0, 0, 0
+	a.epoch++
 	if a.hostWant > len(a.host) {
 		a.host = make([]float32, a.hostWant)
 	}

@@ -188,6 +188,15 @@ type gpuInput struct {
 	x          gpu.Span
 	cols, nrow int
 	ar         *gpuArena
+	rounded    []roundedInput // the copies made, for the products after
+}
+
+// roundedInput is the input on one grid, valid while its arena has not
+// been rewound or reset since (epoch).
+type roundedInput struct {
+	grid  gguf.Type
+	s     gpu.Span
+	epoch int
 }
 
 func (in *gpuInput) rows() int { return in.nrow }
@@ -199,23 +208,30 @@ func (b *gpuBackend) Input(ar Arena, x Tensor, cols, rows int) Input {
 	}
 	in := a.inputs[a.nIn]
 	a.nIn++
-	*in = gpuInput{x: span(x), cols: cols, nrow: rows, ar: a}
+	*in = gpuInput{x: span(x), cols: cols, nrow: rows, ar: a, rounded: in.rounded[:0]}
 	return in
 }
 
 // onGrid is the input as a product with weights of type t reads it: the
 // rows themselves for float32 weights, else a copy rounded onto
-// quant.VecDotType(t), fresh from the arena for each product (a copy kept
-// for the next would outlive an arena rewind).
+// quant.VecDotType(t) from the arena, made once for the products that
+// share the input (q, k and v, gate and up) unless the arena has been
+// rewound since, which may have handed its memory out again.
 func (b *gpuBackend) onGrid(in *gpuInput, t gguf.Type) gpu.Span {
 	grid := quant.VecDotType(t)
 	if grid == gguf.TypeF32 || grid == gguf.TypeCount {
 		return in.x
 	}
+	for _, r := range in.rounded {
+		if r.grid == grid && r.epoch == in.ar.epoch {
+			return r.s
+		}
+	}
 	n := in.cols * in.nrow
-	dst := in.ar.take(n)
-	b.do(func(bt *gpu.Batch) error { return bt.RoundActivations(span(dst), in.x, grid, n) })
-	return span(dst)
+	dst := span(in.ar.take(n))
+	b.do(func(bt *gpu.Batch) error { return bt.RoundActivations(dst, in.x, grid, n) })
+	in.rounded = append(in.rounded, roundedInput{grid: grid, s: dst, epoch: in.ar.epoch})
+	return dst
 }
 
 // MulMat records w·x for each row of in.
