@@ -121,11 +121,11 @@ func (w *Weights) Free() {
 
 // matmulPush is the kernel's push constants (matmul.comp).
 type matmulPush struct {
-	cols, rows, rowBytes, wOffset, xOffset, xStride, yOffset, yStride, ncols, expertBytes, xDiv, unused uint32
+	cols, rows, rowBytes, wOffset, xOffset, xStride, yOffset, yStride, ncols, expertBytes, xDiv, idsOffset uint32
 }
 
 func (p matmulPush) words() []uint32 {
-	return []uint32{p.cols, p.rows, p.rowBytes, p.wOffset, p.xOffset, p.xStride, p.yOffset, p.yStride, p.ncols, p.expertBytes, p.xDiv, p.unused}
+	return []uint32{p.cols, p.rows, p.rowBytes, p.wOffset, p.xOffset, p.xStride, p.yOffset, p.yStride, p.ncols, p.expertBytes, p.xDiv, p.idsOffset}
 }
 
 // matmulWorkgroup is the kernels' workgroup size: a power of two for the
@@ -168,8 +168,19 @@ func (b *Batch) MatMul(w *Weights, x, y Columns, ncols int) error {
 // MatMulExperts records, for each of n columns c, y[c] = W[ids[c]]·x[c /
 // xDiv]: the routed rows of a MoE layer (xDiv = experts per token when
 // every expert of a token reads that token's activations, 1 when each
-// reads its own).
-func (b *Batch) MatMulExperts(w *Weights, ids *Buffer, x Columns, xDiv int, y Columns, n int) error {
+// reads its own). ids holds n uint32 expert ids, as float32 bits, from
+// its offset; each must be below w.Experts, which the caller (the router)
+// guarantees: the kernel reads the weights of whatever id it is given.
+func (b *Batch) MatMulExperts(w *Weights, ids Span, x Columns, xDiv int, y Columns, n int) error {
+	if n == 0 {
+		return nil
+	}
+	if err := checkSpans("MatMulExperts", spanUse{"ids", ids, n}); err != nil {
+		return err
+	}
+	if len(w.parts) != 1 {
+		return fmt.Errorf("gpu: MatMulExperts: the stack is in %d buffers, want one", len(w.parts))
+	}
 	k, err := b.r.d.matmulKernel(w.Type, 1, true)
 	if err != nil {
 		return err
@@ -177,10 +188,10 @@ func (b *Batch) MatMulExperts(w *Weights, ids *Buffer, x Columns, xDiv int, y Co
 	part := w.parts[0]
 	push := matmulPush{cols: uint32(w.Cols), rows: uint32(w.Rows), rowBytes: uint32(w.rowBytes),
 		xOffset: uint32(x.Off), xStride: uint32(x.Stride), yOffset: uint32(y.Off), yStride: uint32(y.Stride),
-		ncols: uint32(n), expertBytes: uint32(w.rowBytes * int64(w.Rows)), xDiv: uint32(max(xDiv, 1))}
+		ncols: uint32(n), expertBytes: uint32(w.rowBytes * int64(w.Rows)), xDiv: uint32(max(xDiv, 1)), idsOffset: uint32(ids.Off)}
 	groups := rowGroups(w.Rows)
 	groups[1] = uint32(n)
-	return b.Dispatch(k, groups, push.words(), part.buf, x.Buf, y.Buf, ids)
+	return b.Dispatch(k, groups, push.words(), part.buf, x.Buf, y.Buf, ids.Buf)
 }
 
 // rowGroups spreads rows workgroups over x and z, each at most 65535 (the

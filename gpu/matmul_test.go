@@ -272,15 +272,13 @@ func TestMatMulSplitsLargeMatrices(t *testing.T) {
 	compareOutputs(t, "split", got, want, bound, matmulTolerance)
 }
 
-// TestMatMulExperts routes each of a batch's rows to experts of a stack
-// and checks every (row, expert) product.
+// TestMatMulExperts routes each of a batch's rows to experts of a stack,
+// every weight type, and checks every (row, expert) product; the ids sit
+// past the start of their buffer, as the engine's do in its arena.
 func TestMatMulExperts(t *testing.T) {
 	for _, opts := range testVariants(t) {
 		d := openTestDevice(t, opts)
-		for _, typ := range []gguf.Type{gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeF16,
-			gguf.TypeQ2_K, gguf.TypeQ3_K, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K,
-			gguf.TypeIQ1_S, gguf.TypeIQ1_M, gguf.TypeIQ2_XXS, gguf.TypeIQ2_XS, gguf.TypeIQ2_S,
-			gguf.TypeIQ3_XXS, gguf.TypeIQ3_S, gguf.TypeIQ4_NL, gguf.TypeIQ4_XS, gguf.TypeMXFP4} {
+		for _, typ := range MatMulTypes() {
 			t.Run(fmt.Sprintf("%s/%s", variantName(d), typ), func(t *testing.T) {
 				checkExperts(t, d, typ)
 			})
@@ -310,7 +308,8 @@ func checkExperts(t *testing.T, d *Device, typ gguf.Type) {
 	for i := range x {
 		x[i] = float32(rng.NormFloat64())
 	}
-	idb, _ := d.Alloc(int64(4*len(ids)), "ids")
+	const idsOff = 7
+	idb, _ := d.Alloc(int64(4*(idsOff+len(ids))), "ids")
 	xb, _ := d.Alloc(int64(4*len(x)), "x")
 	yb, _ := d.Alloc(int64(4*rows*len(ids)), "y")
 	defer idb.Free()
@@ -320,14 +319,14 @@ func checkExperts(t *testing.T, d *Device, typ gguf.Type) {
 	for i, v := range ids {
 		idf[i] = math.Float32frombits(v)
 	}
-	d.WriteFloats(idb, 0, idf)
+	d.WriteFloats(idb, idsOff, idf)
 	d.WriteFloats(xb, 0, x)
 	poison(t, d, yb, rows*len(ids))
 	b, err := d.Begin()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.MatMulExperts(w, idb, Columns{xb, 0, cols}, topK, Columns{yb, 0, rows}, len(ids)); err != nil {
+	if err := b.MatMulExperts(w, Span{Buf: idb, Off: idsOff}, Columns{xb, 0, cols}, topK, Columns{yb, 0, rows}, len(ids)); err != nil {
 		b.Submit()
 		t.Fatal(err)
 	}

@@ -514,3 +514,44 @@ func (b *Batch) RoundActivations(dst, x Span, grid gguf.Type, n int) error {
 	groups := min((units+eltwiseWorkgroup-1)/eltwiseWorkgroup, maxEltwiseGroups)
 	return b.Dispatch(k, [3]uint32{groups, 1, 1}, []uint32{uint32(n), uint32(dst.Off), uint32(x.Off), 0}, dst.Buf, x.Buf)
 }
+
+// AddExpertBias adds to row r of y (rows × width) the bias of expert
+// ids[r]: row ids[r] of bias, a stack of experts × width floats. ids
+// holds the rows' expert ids as float32 bits (as MatMulExperts reads
+// them); an id of experts or more adds nothing.
+func (b *Batch) AddExpertBias(y, bias, ids Span, experts, rows, width int) error {
+	if err := checkShape("AddExpertBias", rows, width); err != nil {
+		return err
+	}
+	if err := checkShape("AddExpertBias", experts, width); err != nil {
+		return err
+	}
+	if err := checkSpans("AddExpertBias", spanUse{"y", y, rows * width}, spanUse{"ids", ids, rows},
+		spanUse{"bias", bias, experts * width}); err != nil {
+		return err
+	}
+	push := eltwisePush{n: uint32(rows * width), dOff: uint32(y.Off), aOff: uint32(ids.Off), bOff: uint32(bias.Off),
+		width: uint32(width), dStride: uint32(experts)}
+	return b.eltwise("add_expert_bias", push, y.Buf, ids.Buf, bias.Buf)
+}
+
+// MoESum writes, for each of tokens rows of dst (width values), the sum
+// over its k routed rows of y (tokens·k rows of width, a token's rows
+// together) each times its weight (tokens·k floats): the products and
+// then the sums rounded one by one in slot order, as the CPU adds the
+// experts' contributions.
+func (b *Batch) MoESum(dst, y, weights Span, tokens, k, width int) error {
+	if err := checkShape("MoESum", tokens, k, width); err != nil {
+		return err
+	}
+	if k < 1 {
+		return fmt.Errorf("gpu: MoESum: %d experts per token", k)
+	}
+	if err := checkSpans("MoESum", spanUse{"dst", dst, tokens * width}, spanUse{"y", y, tokens * k * width},
+		spanUse{"weights", weights, tokens * k}); err != nil {
+		return err
+	}
+	push := eltwisePush{n: uint32(tokens * width), dOff: uint32(dst.Off), aOff: uint32(y.Off), bOff: uint32(weights.Off),
+		width: uint32(width), aStride: uint32(k)}
+	return b.eltwise("moe_sum", push, dst.Buf, y.Buf, weights.Buf)
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/gguftool/gguftool/gpu"
@@ -72,8 +73,9 @@ func (m *Model) residentWeights() ([]*matrix, []*vector) {
 // toDevice moves the forward pass onto dev: it checks that the device
 // runs every weight type and cache type the model needs and that the
 // resident weights fit the VRAM budget (saying both sizes when they do
-// not), then uploads them.
-func (m *Model) toDevice(dev *gpu.Device) error {
+// not), uploads them, and then the routed experts where place and the
+// budget allow.
+func (m *Model) toDevice(ctx context.Context, dev *gpu.Device, place ExpertPlacement, lm *loadMeter) error {
 	ms, vs := m.residentWeights()
 	var need int64
 	for _, x := range ms {
@@ -95,7 +97,15 @@ func (m *Model) toDevice(dev *gpu.Device) error {
 	}
 	b := newGPUBackend(dev)
 	b.weightBytes = need
-	m.deviceWeights = func() { releaseDeviceWeights(ms, vs) }
+	m.deviceWeights = func() {
+		releaseDeviceWeights(ms, vs)
+		for _, de := range b.experts {
+			if de != nil {
+				de.free()
+			}
+		}
+		b.experts = nil
+	}
 	for _, x := range ms {
 		if err := b.PrepareMatrix(x); err != nil {
 			return err
@@ -106,9 +116,17 @@ func (m *Model) toDevice(dev *gpu.Device) error {
 			return err
 		}
 	}
+	if err := m.expertsToDevice(ctx, b, place, lm); err != nil {
+		return err
+	}
 	m.be = b
-	m.Notes = append(m.Notes, fmt.Sprintf("GPU: %s holds the resident weights (%s) and the KV cache; routed experts run on the CPU",
-		dev.Info().Name, iostreams.HumanBytes(need)))
+	if b.experts != nil {
+		m.Notes = append(m.Notes, fmt.Sprintf("GPU: %s holds the resident weights (%s), the routed experts (%s) and the KV cache",
+			dev.Info().Name, iostreams.HumanBytes(need), iostreams.HumanBytes(b.expertBytes)))
+	} else {
+		m.Notes = append(m.Notes, fmt.Sprintf("GPU: %s holds the resident weights (%s) and the KV cache; routed experts run on the CPU",
+			dev.Info().Name, iostreams.HumanBytes(need)))
+	}
 	return nil
 }
 
@@ -126,6 +144,9 @@ type Placement struct {
 	// (weights, caches, activations), the budget, and the bytes uploaded
 	// and read back so far.
 	DeviceWeightBytes int64 `json:"device_weight_bytes,omitempty"`
+	// DeviceExpertBytes is the routed experts' bytes in VRAM (0 when
+	// they run on the CPU).
+	DeviceExpertBytes int64 `json:"device_expert_bytes,omitempty"`
 	VRAMPeak          int64 `json:"vram_peak,omitempty"`
 	VRAMBudget        int64 `json:"vram_budget,omitempty"`
 	Uploaded          int64 `json:"uploaded_bytes,omitempty"`
@@ -140,6 +161,10 @@ func (m *Model) Placement() Placement {
 	}
 	moved := b.dev.Moved()
 	p := Placement{Backend: "vulkan", Device: b.dev.Info().Name, Weights: "vram", KVCache: "vram", Experts: "ram",
-		DeviceWeightBytes: b.weightBytes, VRAMPeak: b.dev.Peak(), VRAMBudget: b.dev.Budget(), Uploaded: moved.Up, ReadBack: moved.Down}
+		DeviceWeightBytes: b.weightBytes, DeviceExpertBytes: b.expertBytes,
+		VRAMPeak: b.dev.Peak(), VRAMBudget: b.dev.Budget(), Uploaded: moved.Up, ReadBack: moved.Down}
+	if b.experts != nil {
+		p.Experts = "vram"
+	}
 	return p
 }

@@ -27,6 +27,11 @@ type gpuBackend struct {
 	embed []float32 // the embedding rows of a step, on the host
 	// weightBytes is what the resident weights hold on the device.
 	weightBytes int64
+	// experts holds each MoE layer's routed experts when they are in
+	// VRAM (nil for a dense layer; nil altogether when they run on the
+	// CPU), and expertBytes their size.
+	experts     []*devExperts
+	expertBytes int64
 }
 
 func newGPUBackend(dev *gpu.Device) *gpuBackend { return &gpuBackend{dev: dev} }

@@ -29,6 +29,12 @@ const lavapipeICD = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
 // from the layer fails the test.
 func testGPU(t *testing.T) *gpu.Device {
 	t.Helper()
+	return testGPUBudget(t, 0)
+}
+
+// testGPUBudget is testGPU with a VRAM budget (0: the device's).
+func testGPUBudget(t *testing.T, budget int64) *gpu.Device {
+	t.Helper()
 	if os.Getenv("VK_DRIVER_FILES") == "" && os.Getenv("VK_ICD_FILENAMES") == "" {
 		if _, err := os.Stat(lavapipeICD); err == nil {
 			t.Setenv("VK_DRIVER_FILES", lavapipeICD)
@@ -38,7 +44,7 @@ func testGPU(t *testing.T) *gpu.Device {
 	if s := os.Getenv("GGUFTOOL_TEST_GPU_DEVICE"); s != "" {
 		fmt.Sscan(s, &index)
 	}
-	o, _, err := gpu.Open(gpu.Options{Mode: gpu.ModeOn, Device: index, Validate: true})
+	o, _, err := gpu.Open(gpu.Options{Mode: gpu.ModeOn, Device: index, Validate: true, Budget: budget})
 	if err != nil {
 		if os.Getenv("GGUFTOOL_REQUIRE_GPU") == "1" {
 			t.Fatal(err)
@@ -85,7 +91,8 @@ func closeLogits(t *testing.T, what string, got, want []float32, vocab int, tol 
 }
 
 // TestGPUArchs: every architecture on the device, resident and streamed,
-// against the CPU.
+// with the routed experts in VRAM (where a small model's go by default)
+// and on the CPU, against the CPU.
 func TestGPUArchs(t *testing.T) {
 	dev := testGPU(t)
 	for _, arch := range Archs {
@@ -93,15 +100,27 @@ func TestGPUArchs(t *testing.T) {
 			src, pack := testModel(t, arch, gguf.TypeF32, nil)
 			cpu := open(t, src, Options{})
 			want := transcript(t, cpu, 3)
-			m := open(t, src, Options{GPU: dev})
-			if m.be.Name() == "cpu" {
-				t.Fatal("the model runs on the CPU")
+			for _, place := range []ExpertPlacement{ExpertsAuto, ExpertsCPU} {
+				m := open(t, src, Options{GPU: dev, GPUExperts: place})
+				if m.be.Name() == "cpu" {
+					t.Fatal("the model runs on the CPU")
+				}
+				where := "vram"
+				if place == ExpertsCPU {
+					where = "ram"
+				}
+				if p := m.Placement(); p.Experts != where {
+					t.Fatalf("GPUExperts %q: the experts are in %s, want %s (%+v)", place, p.Experts, where, p)
+				}
+				got := transcript(t, m, 3)
+				closeLogits(t, "GPU vs CPU, experts in "+where, got, want, m.Hparams.Vocab, gpuLogitTolerance)
+				sameBits(t, "GPU, a second run", transcript(t, m, 3), got)
+				streamed := open(t, pack, Options{GPU: dev, GPUExperts: place, Cache: CacheOptions{Slots: 3, Policy: "lru"}})
+				if p := streamed.Placement(); p.Experts != where {
+					t.Fatalf("streamed, GPUExperts %q: the experts are in %s, want %s", place, p.Experts, where)
+				}
+				sameBits(t, "GPU, streamed from the pack, experts in "+where, transcript(t, streamed, 3), got)
 			}
-			got := transcript(t, m, 3)
-			closeLogits(t, "GPU vs CPU", got, want, m.Hparams.Vocab, gpuLogitTolerance)
-			sameBits(t, "GPU, a second run", transcript(t, m, 3), got)
-			streamed := open(t, pack, Options{GPU: dev, Cache: CacheOptions{Slots: 3, Policy: "lru"}})
-			sameBits(t, "GPU, streamed from the pack", transcript(t, streamed, 3), got)
 		})
 	}
 }
@@ -115,6 +134,10 @@ func TestGPUBatchSizeGivesTheSameBits(t *testing.T) {
 	batchSizeGivesTheSameBits(t, Options{GPU: testGPU(t)})
 }
 
+// Cancelled with the experts in VRAM (as each layer begins) and on the
+// CPU (also as the expert source is asked for a layer's experts).
 func TestGPUCancelledStepLeavesNoTrace(t *testing.T) {
-	cancelledStepLeavesNoTrace(t, Options{GPU: testGPU(t)})
+	dev := testGPU(t)
+	t.Run("experts-vram", func(t *testing.T) { cancelledStepLeavesNoTrace(t, Options{GPU: dev, GPUExperts: ExpertsVRAM}) })
+	t.Run("experts-cpu", func(t *testing.T) { cancelledStepLeavesNoTrace(t, Options{GPU: dev, GPUExperts: ExpertsCPU}) })
 }

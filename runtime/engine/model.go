@@ -48,9 +48,13 @@ type Options struct {
 	Progress func(done, total int64)
 	// GPU, if set, is the device the forward pass runs on: the resident
 	// weights (the token embedding aside), the activations and the KV and
-	// recurrent state go to its memory; the routed experts stay with the
-	// expert source, on the CPU.
+	// recurrent state go to its memory, and the routed experts as
+	// GPUExperts says.
 	GPU *gpu.Device
+	// GPUExperts says where the routed experts go with a GPU: into VRAM
+	// when they fit (ExpertsAuto), into VRAM or fail (ExpertsVRAM), or
+	// with the expert source on the CPU (ExpertsCPU).
+	GPUExperts ExpertPlacement
 	// GPUClose, if set, is called by Close once the model has freed what
 	// it holds on GPU (the caller's device, closed with the model).
 	GPUClose func() error
@@ -129,7 +133,7 @@ func Open(ctx context.Context, path string, o Options) (*Model, error) {
 		err = m.checkCacheTypes()
 	}
 	if err == nil && o.GPU != nil {
-		err = m.toDevice(o.GPU)
+		err = m.toDevice(ctx, o.GPU, o.GPUExperts, lm)
 	}
 	if err == nil {
 		lm.finish()

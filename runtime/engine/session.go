@@ -299,6 +299,7 @@ type moeScratch struct {
 	uses       [][]int       // per expert id: t·K+slot of each use
 	from       []trace.Level // per expert id: where it was served from
 	contrib    []float32     // T × K × D weighted expert outputs
+	devSel     []float32     // T × K expert ids (as float bits), then their weights, for a device
 
 	stack []Tensor // kimi-k3's residual checkpoints
 
@@ -405,12 +406,20 @@ func (s *Session) denseFFN(f *ffnWeights, in Input, T int) Tensor {
 // moe writes one layer's routed-expert block (plus the shared experts'
 // output, when not empty) to out: the router reads in (the normalised
 // input), the experts read x (T rows of the expert input width: the same
-// input, or kimi-k3's latent projection of it), on the host, and their
-// weighted sum goes back to the backend.
+// input, or kimi-k3's latent projection of it), on the device when it
+// holds them, else on the host, whose weighted sum goes back to the
+// backend.
 func (s *Session) moe(ctx context.Context, il int, in Input, x, shared, out Tensor, T int) error {
 	h, be := s.m.Hparams, s.be
 	sc := &s.scratch
 	s.route(il, in, T)
+	if b, de := s.deviceExperts(il); de != nil {
+		s.moeOnDevice(b, de, il, x, shared, out, T)
+		if s.Trace != nil {
+			s.recordRoutes(il, T)
+		}
+		return nil
+	}
 	if pf, ok := s.m.experts.(Prefetcher); ok {
 		if guess := s.guessNext(il, in, T); guess != nil {
 			if err := pf.Prefetch(ctx, il+1, guess); err != nil {

@@ -221,7 +221,9 @@ func cancelledStepLeavesNoTrace(t *testing.T, o Options) {
 					sameBits(t, what+", the step after", run(s, next[1:]), want[2])
 				}
 			}
-			if hits == 0 {
+			// Experts in VRAM are not fetched: only the cancellations
+			// as each layer begins reach their steps.
+			if hits == 0 && m.Placement().Experts != "vram" {
 				t.Fatal("no layer was cancelled: the test tested nothing")
 			}
 			// Cancelled as each layer begins, dense layers included.

@@ -40,7 +40,7 @@ layout(push_constant) uniform Push {
     uint ncols;        // columns
     uint expert_bytes; // EXPERT_IDS: bytes of one expert's matrix
     uint x_div;        // EXPERT_IDS: column c reads x column c / x_div
-    uint unused;
+    uint ids_offset;   // EXPERT_IDS: uints to ids[0]
 } p;
 
 #include "weights.glsl"
@@ -69,7 +69,7 @@ void main() {
     uint wrow = p.w_offset + row * p.row_bytes;
     uint xcol0 = col0;
     if (EXPERT_IDS) {
-        wrow += ids[col0] * p.expert_bytes; // NUM_COLS is 1 with experts
+        wrow += ids[p.ids_offset + col0] * p.expert_bytes; // NUM_COLS is 1 with experts
         xcol0 = col0 / p.x_div;
     }
     float acc[NUM_COLS];

@@ -21,9 +21,10 @@ layout(push_constant) uniform Push {
     uint d_off;      // floats to dst's first value
     uint a_off;
     uint b_off;
-    uint width;      // values of a row (bias, row scale, copy)
-    uint d_stride;   // OP_COPY_ROWS: floats from one row of dst to the next
-    uint a_stride;   // OP_COPY_ROWS: of the source
+    uint width;      // values of a row (bias, row scale, copy, MoE rows)
+    uint d_stride;   // OP_COPY_ROWS: floats from one row of dst to the next;
+                     // OP_ADD_EXPERT_BIAS: the experts the bias stack holds
+    uint a_stride;   // OP_COPY_ROWS: of the source; OP_MOE_SUM: experts per token
     float p0;        // OP_SCALE: the factor; OP_SITU: β
     float p1;        // OP_SITU: 1/β (as the CPU rounds it)
     float p2;        // OP_SITU: the linear β
@@ -138,6 +139,30 @@ void main() {
             u = tanh_f(u * p.p3) * p.p2;
         }
         d[p.d_off + i] = t * u;
+#elif defined(OP_ADD_EXPERT_BIAS)
+        // Row r of d is a routed use of expert ids[r] (a's floats hold
+        // the ids' bits): it takes that expert's bias, row e of the stack
+        // in b. An id past the stack adds nothing rather than reading
+        // past the buffer.
+        const uint r = i / p.width;
+        const uint e = floatBitsToUint(a[p.a_off + r]);
+        if (e < p.d_stride) {
+            d[p.d_off + i] += b[p.b_off + e * p.width + (i - r * p.width)];
+        }
+#elif defined(OP_MOE_SUM)
+        // Token t's routed rows t·K … t·K+K−1 of a, each times its weight
+        // in b, summed in the router's order as the CPU's addExperts
+        // does: each product rounded, then each sum (precise: no fused
+        // multiply-add).
+        const uint t = i / p.width;
+        const uint c = i - t * p.width;
+        const uint k0 = t * p.a_stride;
+        precise float acc = a[p.a_off + k0 * p.width + c] * b[p.b_off + k0];
+        for (uint k = 1u; k < p.a_stride; k++) {
+            precise float v = a[p.a_off + (k0 + k) * p.width + c] * b[p.b_off + k0 + k];
+            acc += v;
+        }
+        d[p.d_off + i] = acc;
 #elif defined(OP_COPY_ROWS)
         const uint r = i / p.width;
         const uint c = i - r * p.width;

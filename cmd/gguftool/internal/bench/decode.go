@@ -379,7 +379,7 @@ func printDecode(w io.Writer, res *DecodeResult, runs int) {
 			res.LlamaCpp.Prefill, res.LlamaCpp.Decode, res.LlamaCpp.LoadSeconds, res.LlamaCPU)
 		fmt.Fprintf(w, "ratio      prefill %.2f×   decode %.2f×\n", res.PrefillRatio, res.DecodeRatio)
 	}
-	fmt.Fprintln(w, runflags.DescribeCache(res.Experts))
+	fmt.Fprintln(w, runflags.DescribeExperts(res.Experts, res.Placement))
 	if s := res.Stream; s != nil {
 		fmt.Fprintf(w, "stream     hit rate %.1f%%, %s/token from disk at %.2f GB/s; compute %.1f ms + I/O %.1f ms per token → bound %.1f tok/s; achieved %.1f (%.0f%%)\n",
 			100*s.HitRate, iostreams.HumanBytes(int64(s.BytesPerToken)), s.DiskGBps, 1e3*s.ComputeSeconds, 1e3*s.IOSeconds,

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/bench"
+	runcmd "github.com/gguftool/gguftool/cmd/gguftool/internal/run"
 	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/runtime/server"
 )
@@ -31,9 +32,10 @@ func lavapipeForTest(t *testing.T) {
 
 // TestGPUCommands: run and bench decode --gpu on generate on lavapipe for
 // every architecture, resident and streamed, the same tokens from the
-// GGUF and the pack (the device's logits are the same bits either way)
-// and, on these F32 models, the CPU's tokens; --json says where each part
-// ran.
+// GGUF and the pack (the device's logits are the same bits either way),
+// with the routed experts in VRAM (the default where they fit) and on the
+// CPU, and, on these F32 models, the CPU's tokens; --json says where each
+// part ran.
 func TestGPUCommands(t *testing.T) {
 	lavapipeForTest(t)
 	for _, arch := range engine.Archs {
@@ -50,11 +52,17 @@ func TestGPUCommands(t *testing.T) {
 			cpu := runJSON(t, append([]string{src, "--gpu", "off"}, args...)...)
 			gpuRun := runJSON(t, append([]string{src, "--gpu", "on"}, args...)...)
 			streamed := runJSON(t, append([]string{pack, "--gpu", "on", "--expert-cache-slots", "2"}, args...)...)
-			if p := gpuRun.Placement; p.Backend != "vulkan" || p.KVCache != "vram" || p.Experts != "ram" || p.Uploaded == 0 || p.ReadBack == 0 {
-				t.Errorf("placement %+v", p)
+			for _, r := range []runcmd.Report{gpuRun, streamed} {
+				if p := r.Placement; p.Backend != "vulkan" || p.KVCache != "vram" || p.Experts != "vram" || p.DeviceExpertBytes == 0 || p.Uploaded == 0 || p.ReadBack == 0 {
+					t.Errorf("placement %+v", p)
+				}
 			}
-			if !slices.Equal(gpuRun.Tokens, streamed.Tokens) || !slices.Equal(gpuRun.Tokens, cpu.Tokens) {
-				t.Errorf("tokens: GPU %v, GPU streamed %v, CPU %v", gpuRun.Tokens, streamed.Tokens, cpu.Tokens)
+			cpuExperts := runJSON(t, append([]string{pack, "--gpu", "on", "--gpu-experts", "cpu", "--expert-cache-slots", "2"}, args...)...)
+			if p := cpuExperts.Placement; p.Backend != "vulkan" || p.Experts != "ram" || p.DeviceExpertBytes != 0 {
+				t.Errorf("--gpu-experts cpu: placement %+v", p)
+			}
+			if !slices.Equal(gpuRun.Tokens, streamed.Tokens) || !slices.Equal(gpuRun.Tokens, cpu.Tokens) || !slices.Equal(cpuExperts.Tokens, cpu.Tokens) {
+				t.Errorf("tokens: GPU %v, GPU streamed %v, GPU with the experts on the CPU %v, CPU %v", gpuRun.Tokens, streamed.Tokens, cpuExperts.Tokens, cpu.Tokens)
 			}
 			code, out, errOut := run(t, "bench", "decode", pack, "--gpu", "on", "--no-llamacpp", "--runs", "1",
 				"--prompt-tokens", "8", "-n", "4", "--json", "-q")

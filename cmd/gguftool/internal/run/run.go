@@ -187,7 +187,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if !opts.JSON {
 		fmt.Fprintf(opts.IO.ErrOut, "%s: %s, %d layers, %d experts (top-%d), %d threads, %s kernels\n", opts.Model, m.Hparams.Arch,
 			m.Hparams.Layers, m.Hparams.Experts, m.Hparams.ExpertsUsed, m.Threads(), quant.Kernels())
-		fmt.Fprintln(opts.IO.ErrOut, runflags.DescribeCache(m.Experts().Stats()))
+		fmt.Fprintln(opts.IO.ErrOut, runflags.DescribeExperts(m.Experts().Stats(), m.Placement()))
 	}
 	var traceFile *trace.File
 	if opts.Trace != "" {
@@ -243,17 +243,21 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		fmt.Fprint(opts.IO.Out, text[len(printed):])
 	}
 	fmt.Fprintln(opts.IO.Out)
-	printTelemetry(opts.IO, gen.Telemetry)
+	printTelemetry(opts.IO, gen.Telemetry, m.Placement())
 	if ts != nil {
 		fmt.Fprintf(opts.IO.ErrOut, "trace: %d routing events over %d steps in %s\n", ts.Events, ts.Steps, ts.File)
 	}
 	return nil
 }
 
-// printTelemetry writes a generation's speed and expert traffic to stderr.
-func printTelemetry(io *iostreams.IOStreams, t engine.Telemetry) {
+// printTelemetry writes a generation's speed and expert traffic to stderr
+// (none when the experts are in VRAM).
+func printTelemetry(io *iostreams.IOStreams, t engine.Telemetry, p engine.Placement) {
 	fmt.Fprintf(io.ErrOut, "prefill: %d tokens in %.3f s (%.1f tok/s); decode: %d tokens in %.3f s (%.1f tok/s); cache %s at start\n",
 		t.PromptTokens, t.PrefillSeconds, t.PrefillTokPerS, t.GeneratedTokens, t.DecodeSeconds, t.DecodeTokPerS, t.CacheState)
+	if p.Experts == "vram" {
+		return
+	}
 	fmt.Fprintf(io.ErrOut, "prefill %s\n", runflags.Describe(t.Prefill))
 	fmt.Fprintf(io.ErrOut, "decode  %s\n", runflags.Describe(t.Decode))
 }

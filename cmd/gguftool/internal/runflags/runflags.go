@@ -52,9 +52,12 @@ type Model struct {
 	// GPU is --gpu (auto, on, off; "" is off, so the zero Model runs on
 	// the CPU), GPUDevice --gpu-device ("" for the first usable) and
 	// VRAMBudget --vram-budget (a size, "" for what the device reports).
+	// GPUExperts is where the routed experts go with a GPU.
 	GPU        string
 	GPUDevice  string
 	VRAMBudget string
+	// GPUExperts is --gpu-experts: auto, vram or cpu.
+	GPUExperts string
 }
 
 // Help is the flags' description for a command's Long help.
@@ -95,16 +98,21 @@ are the same bits whatever the batch size.
 
 --gpu auto (the default) runs the forward pass on a Vulkan GPU when one
 is usable — the resident weights (all but the token embedding), the
-activations and the KV and recurrent state in its memory, the routed
-experts on the CPU from RAM or the pack, their activations crossing once
-per MoE layer — and on the CPU otherwise, saying why in one note; it
-never picks a driver that runs on the CPU (Mesa's lavapipe), which
---gpu on does. --gpu on fails without a loader or device (exit 5) or
+activations and the KV and recurrent state in its memory — and on the CPU
+otherwise, saying why in one note. With a GPU, --gpu-experts auto (the
+default) puts the routed experts in VRAM too when all of them fit the
+budget with 10% of it to spare for the KV cache and activations (a pack's
+are read once at load), and otherwise computes them on the CPU from RAM or
+the pack, their activations crossing once per MoE layer, saying so in a
+note with the sizes; --gpu-experts vram fails (exit 1, both sizes) where
+they do not fit; --gpu-experts cpu keeps them on the CPU (llama.cpp's
+--cpu-moe). --gpu auto never picks a driver that runs on the CPU (Mesa's
+lavapipe), which --gpu on does. --gpu on fails without a loader or device (exit 5) or
 with a device lacking a feature the kernels need (exit 1, naming it);
 --gpu off stays on the CPU. --gpu-device N picks a device as gpu info
 lists them; --vram-budget SIZE bounds what gguftool allocates on it (the
-resident weights, KV cache and activations); a budget the resident
-weights do not fit is exit 1, saying both sizes. The GPU's logits are
+resident weights, the experts there, KV cache and activations); a budget
+the resident weights do not fit is exit 1, saying both sizes. The GPU's logits are
 close to the CPU's, not equal (docs/gpu.md): the same run to run, and
 the same streamed or resident.
 
@@ -143,6 +151,7 @@ func (m *Model) Register(cmd *cobra.Command) {
 	fl.StringVar(&m.GPU, "gpu", cmdutil.EnvOr("GPU", "auto"), "run on a Vulkan GPU: auto, on, off ($GGUFTOOL_GPU)")
 	fl.StringVar(&m.GPUDevice, "gpu-device", "", "the GPU to use, by its index in gpu info; default: the first usable")
 	fl.StringVar(&m.VRAMBudget, "vram-budget", cmdutil.EnvOr("VRAM_BUDGET", ""), "most GPU memory to use (8GiB); empty = what the device reports ($GGUFTOOL_VRAM_BUDGET)")
+	fl.StringVar(&m.GPUExperts, "gpu-experts", cmdutil.EnvOr("GPU_EXPERTS", "auto"), "with a GPU, where the routed experts run: auto (VRAM when they fit), vram, cpu ($GGUFTOOL_GPU_EXPERTS)")
 	batch, _ := strconv.Atoi(cmdutil.EnvOr("BATCH_SIZE", strconv.Itoa(engine.DefaultBatchSize)))
 	fl.IntVarP(&m.BatchSize, "batch-size", "b", batch, "positions per forward pass of a prompt ($GGUFTOOL_BATCH_SIZE)")
 	prev := cmd.PreRunE
@@ -192,6 +201,9 @@ func (m *Model) Options() (engine.Options, error) {
 	}
 	if _, err := m.gpuOptions(); err != nil {
 		return o, err
+	}
+	if o.GPUExperts, err = engine.ParseExpertPlacement(strings.ToLower(m.GPUExperts)); err != nil {
+		return o, cmdutil.FlagErrorf("--gpu-experts %v", err)
 	}
 	if cpus := runtime.GOMAXPROCS(0); o.Threads == 0 || o.Threads > cpus {
 		o.Threads = cpus
@@ -370,6 +382,15 @@ func Describe(s engine.SourceStats) string {
 		}
 	}
 	return line
+}
+
+// DescribeExperts is where the routed experts are: every one in VRAM
+// (read once at load), or the expert cache's geometry.
+func DescribeExperts(s engine.SourceStats, p engine.Placement) string {
+	if p.Experts == "vram" {
+		return fmt.Sprintf("experts: all in VRAM on %s (%s), read once at load", p.Device, iostreams.HumanBytes(p.DeviceExpertBytes))
+	}
+	return DescribeCache(s)
 }
 
 // DescribeCache is the cache's geometry.

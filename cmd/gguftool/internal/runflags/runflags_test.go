@@ -32,7 +32,7 @@ func parse(t *testing.T, argv string) (Model, error) {
 
 func TestRegister(t *testing.T) {
 	cmdtest.UnsetEnv(t)
-	defaults := Model{ExpertCache: "auto", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto"}
+	defaults := Model{ExpertCache: "auto", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto", GPUExperts: "auto"}
 	kv := func(k, v string, batch, ctx int) Model {
 		m := defaults
 		m.CacheTypeK, m.CacheTypeV, m.BatchSize, m.CtxSize = k, v, batch, ctx
@@ -48,15 +48,17 @@ func TestRegister(t *testing.T) {
 		{
 			name: "every flag",
 			args: "-t 4 --expert-cache 2GiB --expert-cache-slots 8 --cache-policy lfu --io pread --buffered --resident-experts --resident-tier q4_k_m --prefetch",
-			want: Model{Threads: 4, ExpertCache: "2GiB", ExpertSlots: 8, Policy: "lfu", IO: "pread", Buffered: true, ResidentExperts: true, ResidentTier: "q4_k_m", Prefetch: true, CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto"},
+			want: Model{Threads: 4, ExpertCache: "2GiB", ExpertSlots: 8, Policy: "lfu", IO: "pread", Buffered: true, ResidentExperts: true, ResidentTier: "q4_k_m", Prefetch: true, CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto", GPUExperts: "auto"},
 		},
 		{
 			name: "environment overrides the defaults",
 			env:  map[string]string{"GGUFTOOL_THREADS": "3", "GGUFTOOL_EXPERT_CACHE": "500M", "GGUFTOOL_CACHE_POLICY": "lfru", "GGUFTOOL_IO": "uring"},
-			want: Model{Threads: 3, ExpertCache: "500M", Policy: "lfru", IO: "uring", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto"},
+			want: Model{Threads: 3, ExpertCache: "500M", Policy: "lfru", IO: "uring", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto", GPUExperts: "auto"},
 		},
 		{name: "the KV cache, the batch and the context", args: "--cache-type-k q8_0 --cache-type-v f32 -b 128 -c 4096", want: kv("q8_0", "f32", 128, 4096)},
 		{name: "--ctx is --ctx-size", args: "--ctx 2048", want: kv("f16", "f16", 512, 2048)},
+		{name: "--gpu-experts", args: "--gpu on --gpu-experts cpu", want: func() Model { m := defaults; m.GPU, m.GPUExperts = "on", "cpu"; return m }()},
+		{name: "--gpu-experts from the environment", env: map[string]string{"GGUFTOOL_GPU_EXPERTS": "vram"}, want: func() Model { m := defaults; m.GPUExperts = "vram"; return m }()},
 		{
 			name: "the KV cache from the environment",
 			env:  map[string]string{"GGUFTOOL_CACHE_TYPE_K": "f32", "GGUFTOOL_CACHE_TYPE_V": "q8_0", "GGUFTOOL_BATCH_SIZE": "64", "GGUFTOOL_CTX_SIZE": "100"},
@@ -66,7 +68,7 @@ func TestRegister(t *testing.T) {
 			name: "flags override the environment",
 			env:  map[string]string{"GGUFTOOL_THREADS": "3", "GGUFTOOL_EXPERT_CACHE": "500M"},
 			args: "--threads 6 --expert-cache 0",
-			want: Model{Threads: 6, ExpertCache: "0", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto"},
+			want: Model{Threads: 6, ExpertCache: "0", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto", GPUExperts: "auto"},
 		},
 	}
 	for _, tt := range tests {
@@ -270,7 +272,7 @@ func TestOpenShowsProgress(t *testing.T) {
 func TestGPUFlags(t *testing.T) {
 	cmdtest.UnsetEnv(t)
 	pack := cmdtest.TinyPack(t)
-	for _, bad := range []string{"--gpu yes", "--gpu-device x", "--gpu-device -2", "--gpu off --gpu-device 0", "--vram-budget lots", "--vram-budget 0"} {
+	for _, bad := range []string{"--gpu yes", "--gpu-device x", "--gpu-device -2", "--gpu off --gpu-device 0", "--vram-budget lots", "--vram-budget 0", "--gpu-experts gpu"} {
 		m, err := parse(t, bad)
 		if err != nil {
 			t.Fatal(err)
@@ -303,7 +305,33 @@ func TestGPUFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	em.Close()
-	if !strings.Contains(notes.String(), "holds the resident weights") {
-		t.Errorf("--gpu on: notes %q", notes.String())
+	if !strings.Contains(notes.String(), "holds the resident weights") || !strings.Contains(notes.String(), "the routed experts (") {
+		t.Errorf("--gpu on: notes %q, want the resident weights and the experts on the device", notes.String())
+	}
+	m, _ = parse(t, "--gpu on --gpu-experts cpu")
+	streams, _, notes = iostreams.Test()
+	em, err = m.Open(context.Background(), pack, streams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := em.Placement(); p.Experts != "ram" {
+		t.Errorf("--gpu-experts cpu: the experts are in %s", p.Experts)
+	}
+	em.Close()
+	if !strings.Contains(notes.String(), "routed experts run on the CPU") {
+		t.Errorf("--gpu-experts cpu: notes %q", notes.String())
+	}
+}
+
+// TestDescribeExperts: experts in VRAM are said to be there, with their
+// size; otherwise the cache is described.
+func TestDescribeExperts(t *testing.T) {
+	p := engine.Placement{Backend: "vulkan", Device: "gpu0", Experts: "vram", DeviceExpertBytes: 3 << 20}
+	if got := DescribeExperts(engine.SourceStats{Source: "pack"}, p); got != "experts: all in VRAM on gpu0 (3.0 MiB), read once at load" {
+		t.Errorf("in VRAM: %q", got)
+	}
+	p.Experts = "ram"
+	if got := DescribeExperts(engine.SourceStats{Source: "resident"}, p); got != DescribeCache(engine.SourceStats{Source: "resident"}) {
+		t.Errorf("on the CPU: %q", got)
 	}
 }
