@@ -78,6 +78,9 @@ func (o *Oracle) Bench(ctx context.Context, model string, b BenchOptions) (*Benc
 	}
 	if o.Vulkan {
 		args = append(args, "--gpu")
+		if o.CPUMoE {
+			args = append(args, "--cpu-moe")
+		}
 	}
 	var r BenchResult
 	if err := o.exec(ctx, &r, "bench "+model, args); err != nil {

@@ -45,8 +45,12 @@ type Oracle struct {
 	// VK_DRIVER_FILES names another driver.
 	Vulkan bool
 	// CPUMoE keeps the routed experts' tensors on the CPU (the Vulkan
-	// build's --cpu-moe): the placement of gguftool's GPU path.
+	// build's --cpu-moe): the placement of gguftool's GPU path when its
+	// experts are not in VRAM.
 	CPUMoE bool
+	// VKDevice is the Vulkan device the Vulkan build takes
+	// (GGML_VK_VISIBLE_DEVICES; "0" when empty).
+	VKDevice string
 }
 
 // lavapipeICD is Mesa's CPU Vulkan driver, which the Vulkan build runs on
@@ -146,7 +150,11 @@ func (o *Oracle) exec(ctx context.Context, out any, what string, args []string) 
 	if o.Vulkan {
 		// GGML_VK_VISIBLE_DEVICES makes ggml-vulkan take lavapipe, which
 		// it otherwise passes over as a CPU device.
-		cmd.Env = append(os.Environ(), "GGML_VK_VISIBLE_DEVICES=0")
+		dev := o.VKDevice
+		if dev == "" {
+			dev = "0"
+		}
+		cmd.Env = append(os.Environ(), "GGML_VK_VISIBLE_DEVICES="+dev)
 		if os.Getenv("VK_DRIVER_FILES") == "" && os.Getenv("VK_ICD_FILENAMES") == "" {
 			cmd.Env = append(cmd.Env, "VK_DRIVER_FILES="+lavapipeICD)
 		}

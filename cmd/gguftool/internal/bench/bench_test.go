@@ -13,7 +13,7 @@ import (
 
 // defaultModelFlags are the model flags with nothing set.
 func defaultModelFlags() runflags.Model {
-	return runflags.Model{ExpertCache: "auto", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto"}
+	return runflags.Model{ExpertCache: "auto", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto", GPUExperts: "auto"}
 }
 
 func TestNewCmdBenchPack(t *testing.T) {
@@ -64,11 +64,11 @@ func TestNewCmdBenchDecode(t *testing.T) {
 			Name: "every flag",
 			Args: "m.pack --prompt-tokens 64 -n 16 --runs 1 --parallel 4 --reference m.gguf --no-llamacpp --llama-cpu haswell --json --threads 2 --expert-cache 512MiB",
 			Want: BenchDecodeOptions{Model: "m.pack", PromptTokens: 64, Tokens: 16, Runs: 1, Parallel: 4, Reference: "m.gguf", NoLlamaCpp: true, LlamaCPU: "haswell", JSON: true,
-				Flags: runflags.Model{Threads: 2, ExpertCache: "512MiB", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto"}},
+				Flags: runflags.Model{Threads: 2, ExpertCache: "512MiB", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto", GPUExperts: "auto"}},
 		},
 		{Name: "environment", Env: map[string]string{"GGUFTOOL_THREADS": "4", "GGUFTOOL_CACHE_POLICY": "lfu"}, Args: "m.pack",
 			Want: BenchDecodeOptions{Model: "m.pack", PromptTokens: 32, Tokens: 128, Runs: 3, Parallel: 1, LlamaCPU: "best",
-				Flags: runflags.Model{Threads: 4, ExpertCache: "auto", Policy: "lfu", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto"}}},
+				Flags: runflags.Model{Threads: 4, ExpertCache: "auto", Policy: "lfu", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto", GPUExperts: "auto"}}},
 		{Name: "one sequence's prompt over a batch", Args: "m.gguf --prompt-tokens 16384 -n 16 --runs 1",
 			Want: BenchDecodeOptions{Model: "m.gguf", PromptTokens: 16384, Tokens: 16, Runs: 1, Parallel: 1, LlamaCPU: "best", Flags: defaultModelFlags()}},
 		{Name: "hostile CPU build", Args: "m.gguf --llama-cpu ../../x", WantErr: "--llama-cpu"},
@@ -88,11 +88,11 @@ func TestNewCmdBenchServe(t *testing.T) {
 			Name: "every flag",
 			Args: "m.gguf --clients 8 --duration 2s --queue 0 --parallel 2 --prefill-chunk 5 --max-tokens 4 --json --expert-cache-slots 2",
 			Want: BenchServeOptions{Model: "m.gguf", Clients: 8, Duration: 2 * time.Second, Parallel: 2, Chunk: 5, MaxTokens: 4, JSON: true,
-				Flags: runflags.Model{ExpertCache: "auto", ExpertSlots: 2, Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto"}},
+				Flags: runflags.Model{ExpertCache: "auto", ExpertSlots: 2, Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto", GPUExperts: "auto"}},
 		},
 		{Name: "cache from the environment", Env: map[string]string{"GGUFTOOL_EXPERT_CACHE": "1GiB"}, Args: "m.pack",
 			Want: BenchServeOptions{Model: "m.pack", Clients: 64, Duration: time.Minute, Queue: 16, Parallel: 8, Chunk: 64, MaxTokens: 16,
-				Flags: runflags.Model{ExpertCache: "1GiB", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto"}}},
+				Flags: runflags.Model{ExpertCache: "1GiB", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto", GPUExperts: "auto"}}},
 		{Name: "parallel zero", Args: "m.pack --parallel 0", WantErr: "--parallel in 1..512"},
 		{Name: "prefill chunk zero", Args: "m.pack --prefill-chunk 0", WantErr: "--prefill-chunk ≥ 1"},
 		{Name: "no clients", Args: "m.pack --clients 0", WantErr: "--clients ≥ 1"},

@@ -74,9 +74,15 @@ report adds the plan's predicted decode speed against the measured one:
 the cold run (which repeats the plan's measuring run when --prompt-tokens
 and -n match it) and the warm median.
 
+On a GPU (--gpu) the peer is llama.cpp's Vulkan build on the same device
+(GGML_VK_VISIBLE_DEVICES set to --gpu-device, 0 by default) with every
+layer offloaded, and with the routed experts' tensors on the CPU
+(its --cpu-moe) when gguftool's run keeps its experts there; the report
+says which build ran.
+
 llama.cpp needs a GGUF: MODEL itself, or --reference for a pack. Without
-the oracle installed (scripts/llamacpp/install.sh) or with --no-llamacpp,
-only gguftool is measured.
+the oracle installed (scripts/llamacpp/install.sh, which builds the
+Vulkan one too) or with --no-llamacpp, only gguftool is measured.
 ` + runflags.Help + `
 Examples:
   gguftool bench decode model.gguf --threads 2
@@ -134,6 +140,9 @@ type DecodeResult struct {
 	Ours         Speeds             `json:"gguftool"`
 	LlamaCpp     *Speeds            `json:"llamacpp,omitempty"`
 	LlamaCPU     string             `json:"llamacpp_cpu,omitempty"` // the CPU build it ran: best, or a name
+	// LlamaBuild is which llama.cpp ran: cpu, vulkan (every layer on
+	// the device) or "vulkan --cpu-moe" (the routed experts on the CPU).
+	LlamaBuild   string             `json:"llamacpp_build,omitempty"`
 	Reference    string             `json:"reference,omitempty"`
 	PrefillRatio float64            `json:"prefill_ratio,omitempty"` // gguftool ÷ llama.cpp, warm medians
 	DecodeRatio  float64            `json:"decode_ratio,omitempty"`
@@ -332,13 +341,27 @@ func rawReadDepth(stride int64, queueDepth int) int {
 // batch size; without the oracle installed it says so and records
 // nothing.
 func measureLlamaCpp(ctx context.Context, o *BenchDecodeOptions, m *engine.Model, ref string, res *DecodeResult, say func(string, ...any)) error {
-	oracle, err := llamacpp.Find()
+	p := m.Placement()
+	find, build := llamacpp.Find, "cpu"
+	if p.Backend == "vulkan" {
+		find, build = llamacpp.FindVulkan, "vulkan"
+	}
+	oracle, err := find()
 	if errors.Is(err, llamacpp.ErrNotInstalled) {
-		say("llama.cpp: %v; measuring gguftool only", err)
+		say("llama.cpp (%s build): %v; measuring gguftool only", build, err)
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	if oracle.Vulkan {
+		oracle.CPUMoE = p.Experts != "vram"
+		if oracle.CPUMoE {
+			build += " --cpu-moe"
+		}
+		if oracle.VKDevice = o.Flags.GPUDevice; oracle.VKDevice == "" {
+			oracle.VKDevice = "0"
+		}
 	}
 	k, v := m.CacheTypes()
 	if k != v {
@@ -363,7 +386,7 @@ func measureLlamaCpp(ctx context.Context, o *BenchDecodeOptions, m *engine.Model
 		pre, dec, load = append(pre, p), append(dec, d), append(load, b.LoadSeconds)
 	}
 	res.LlamaCpp = &Speeds{PrefillCold: pre[0], DecodeCold: dec[0], Prefill: median(pre), Decode: median(dec), LoadSeconds: median(load)}
-	res.Reference, res.LlamaCPU = ref, bo.CPU
+	res.Reference, res.LlamaCPU, res.LlamaBuild = ref, bo.CPU, build
 	res.PrefillRatio = res.Ours.Prefill / res.LlamaCpp.Prefill
 	res.DecodeRatio = res.Ours.Decode / res.LlamaCpp.Decode
 	return nil
@@ -375,8 +398,12 @@ func printDecode(w io.Writer, res *DecodeResult, runs int) {
 	fmt.Fprintf(w, "gguftool   prefill %7.1f tok/s (cold %7.1f)   decode %6.1f tok/s (cold %6.1f)   load %.2f s   %.1f allocs/token\n",
 		res.Ours.Prefill, res.Ours.PrefillCold, res.Ours.Decode, res.Ours.DecodeCold, res.Ours.LoadSeconds, *res.Ours.DecodeAllocs)
 	if res.LlamaCpp != nil {
-		fmt.Fprintf(w, "llama.cpp  prefill %7.1f tok/s               decode %6.1f tok/s                load %.2f s   %s CPU build\n",
-			res.LlamaCpp.Prefill, res.LlamaCpp.Decode, res.LlamaCpp.LoadSeconds, res.LlamaCPU)
+		build := res.LlamaCPU + " CPU build"
+		if res.LlamaBuild != "cpu" {
+			build = res.LlamaBuild + " build"
+		}
+		fmt.Fprintf(w, "llama.cpp  prefill %7.1f tok/s               decode %6.1f tok/s                load %.2f s   %s\n",
+			res.LlamaCpp.Prefill, res.LlamaCpp.Decode, res.LlamaCpp.LoadSeconds, build)
 		fmt.Fprintf(w, "ratio      prefill %.2f×   decode %.2f×\n", res.PrefillRatio, res.DecodeRatio)
 	}
 	fmt.Fprintln(w, runflags.DescribeExperts(res.Experts, res.Placement))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/bench"
 	runcmd "github.com/gguftool/gguftool/cmd/gguftool/internal/run"
+	"github.com/gguftool/gguftool/internal/llamacpp"
 	"github.com/gguftool/gguftool/runtime/engine"
 	"github.com/gguftool/gguftool/runtime/server"
 )
@@ -100,5 +101,34 @@ func TestGPUServe(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Errorf("serve after cancel: %v", err)
+	}
+}
+
+// TestGPUBenchAgainstLlamaCppVulkan: bench decode --gpu on measures
+// llama.cpp's Vulkan build on the same device beside gguftool, every
+// layer offloaded when gguftool's experts are in VRAM and with its
+// --cpu-moe when they are on the CPU, and says which ran.
+func TestGPUBenchAgainstLlamaCppVulkan(t *testing.T) {
+	lavapipeForTest(t)
+	if _, err := llamacpp.FindVulkan(); err != nil {
+		if os.Getenv("GGUFTOOL_REQUIRE_LLAMACPP") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	src := filepath.Join(t.TempDir(), "m.gguf")
+	if code, _, errOut := run(t, "synth", "--arch", "qwen3moe", "--type", "q8_0", "-q", "-o", src); code != 0 {
+		t.Fatalf("synth: %s", errOut)
+	}
+	for _, c := range []struct{ experts, build, where string }{{"auto", "vulkan", "vram"}, {"cpu", "vulkan --cpu-moe", "ram"}} {
+		code, out, errOut := run(t, "bench", "decode", src, "--gpu", "on", "--gpu-experts", c.experts, "--runs", "1",
+			"--prompt-tokens", "8", "-n", "4", "--json", "-q")
+		var r bench.DecodeResult
+		if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+			t.Fatalf("bench decode --gpu-experts %s: exit %d, %s %s", c.experts, code, out, errOut)
+		}
+		if r.LlamaBuild != c.build || r.LlamaCpp == nil || r.LlamaCpp.Decode <= 0 || r.DecodeRatio <= 0 || r.Placement.Experts != c.where {
+			t.Errorf("bench decode --gpu-experts %s: llama.cpp build %q (want %q), %+v, experts in %s", c.experts, r.LlamaBuild, c.build, r.LlamaCpp, r.Placement.Experts)
+		}
 	}
 }

@@ -24,7 +24,7 @@ import (
 )
 
 func TestNewCmdRun(t *testing.T) {
-	defaultFlags := runflags.Model{ExpertCache: "auto", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto"}
+	defaultFlags := runflags.Model{ExpertCache: "auto", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto", GPUExperts: "auto"}
 	cmdtest.RunFlagCases(t, NewCmdRun, func(o *RunOptions) **iostreams.IOStreams { return &o.IO }, []cmdtest.FlagCase[RunOptions]{
 		{
 			Name: "defaults",
@@ -37,14 +37,14 @@ func TestNewCmdRun(t *testing.T) {
 				"--trace run.trace.zst --json -t 2 --expert-cache 512MiB --cache-policy lfu",
 			Want: RunOptions{Model: "m.pack", PromptIDs: "1,2,3", MaxTokens: 16, IgnoreEOS: true, Trace: "run.trace.zst", JSON: true,
 				Sampler: engine.SamplerOptions{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 7},
-				Flags:   runflags.Model{Threads: 2, ExpertCache: "512MiB", Policy: "lfu", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, CtxSize: 512, GPU: "auto"}},
+				Flags:   runflags.Model{Threads: 2, ExpertCache: "512MiB", Policy: "lfu", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, CtxSize: 512, GPU: "auto", GPUExperts: "auto"}},
 		},
 		{
 			Name: "environment",
 			Env:  map[string]string{"GGUFTOOL_THREADS": "3", "GGUFTOOL_EXPERT_CACHE": "2GiB", "GGUFTOOL_IO": "pread"},
 			Args: "m.pack -p Hi",
 			Want: RunOptions{Model: "m.pack", Prompt: "Hi", MaxTokens: 32, Sampler: engine.SamplerOptions{TopP: 1},
-				Flags: runflags.Model{Threads: 3, ExpertCache: "2GiB", Policy: "lru", IO: "pread", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto"}},
+				Flags: runflags.Model{Threads: 3, ExpertCache: "2GiB", Policy: "lru", IO: "pread", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto", GPUExperts: "auto"}},
 		},
 		{Name: "no prompt", Args: "m.gguf", WantErr: "give exactly one of --prompt and --prompt-ids"},
 		{Name: "both prompts", Args: "m.gguf --prompt Hi --prompt-ids 1", WantErr: "give exactly one of --prompt and --prompt-ids"},

@@ -21,7 +21,7 @@ import (
 func TestNewCmdServe(t *testing.T) {
 	defaults := ServeOptions{Addr: "127.0.0.1:8080", Queue: 16, Parallel: 8, PrefillChunk: 64, PrefixCache: 256 << 20, RequestTimeout: 10 * time.Minute, MaxBody: 1 << 20, MaxTokens: 4096,
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxConnections: 512,
-		DefaultMaxTokens: 256, Grace: 30 * time.Second, LogFormat: "text", Flags: runflags.Model{ExpertCache: "auto", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto"}}
+		DefaultMaxTokens: 256, Grace: 30 * time.Second, LogFormat: "text", Flags: runflags.Model{ExpertCache: "auto", Policy: "lru", IO: "auto", CacheTypeK: "f16", CacheTypeV: "f16", BatchSize: 512, GPU: "auto", GPUExperts: "auto"}}
 	with := func(edit func(*ServeOptions)) ServeOptions {
 		o := defaults
 		edit(&o)
