@@ -5,16 +5,24 @@
 #   scripts/gpu/check.sh build [DIR]   # here, with Go: binaries and Debian packages into DIR (.gpucheck)
 #   scripts/gpu/check.sh run [DIR]     # there, from the repository root: every check, one summary
 #
-# build makes CGO_ENABLED=0 binaries (gguftool and the GPU test binaries)
-# and downloads the Vulkan loader and the Khronos validation layer as
-# .debs, so the other machine needs neither Go nor packages. run unpacks
+# build makes CGO_ENABLED=0 binaries (gguftool and the GPU test binaries),
+# downloads the Vulkan loader and the Khronos validation layer as .debs,
+# and packs llama.cpp's Vulkan build (the oracle driver and the libraries
+# it loads, with the C++ runtime they need; scripts/llamacpp/install.sh
+# makes them) as one xz archive, so the other machine needs neither Go
+# nor packages (only a glibc at least as new as this one's). run unpacks
 # the .debs where the machine has no loader, finds the vendor's driver
 # (NVIDIA's nvidia_icd.json often lives outside the loader's default
 # paths: it is looked for and passed through VK_DRIVER_FILES), then runs
-# gpu info, the kernels' differential tests (validation layer on) and the
-# engine's GPU tests on the first usable device, and prints one line per
-# check and a summary. It exits 1 if any check failed, 5 if no GPU driver
-# was found.
+# on the first usable device: gpu info, the kernels' differential tests
+# (validation layer on), the engine's GPU tests, the goldens on the GPU
+# path (golden check --gpu on), and bench decode against llama.cpp's
+# Vulkan build on the same device on a model of Qwen3-30B-A3B's geometry
+# (BENCH_LAYERS of its 48 layers, 12 by default; Q4_K_M; a BENCH_PROMPT-token
+# prompt, 512, then BENCH_TOKENS decoded, 64), with the routed
+# experts in VRAM and on the CPU (llama.cpp's --cpu-moe); it prints one
+# line per check and a summary. It exits 1 if any check failed, 5 if no
+# GPU driver was found.
 set -uo pipefail
 mode=${1:-}
 dir=${2:-.gpucheck}
@@ -28,7 +36,34 @@ build() {
   CGO_ENABLED=0 go test -c -ldflags="-s -w" -o "$dir/gpu.test" ./gpu
   CGO_ENABLED=0 go test -c -ldflags="-s -w" -o "$dir/engine.test" ./runtime/engine
   (cd "$dir/debs" && apt-get download libvulkan1 vulkan-validationlayers >/dev/null)
+  local cache=$root/.cache/llamacpp
+  if [ ! -f "$cache/oracle-vulkan" ] || [ ! -f "$cache/vkbins.path" ]; then
+    echo "check: llama.cpp's Vulkan build is not installed: run scripts/llamacpp/install.sh first" >&2
+    exit 1
+  fi
+  local vk
+  vk=$(cat "$cache/vkbins.path")
+  mkdir -p "$dir/llamacpp/runtime"
+  cp "$cache/oracle" "$cache/oracle-vulkan" "$dir/llamacpp/"
+  cp -L /usr/lib/x86_64-linux-gnu/libstdc++.so.6 /lib/x86_64-linux-gnu/libgcc_s.so.1 "$dir/llamacpp/runtime/"
+  (cd "$vk" && tar -cf - libggml-base.so libggml-vulkan.so libggml.vulkan.v0.4.0.so libllama.vulkan.v0.4.0.so libggml-cpu-*.so) |
+    xz -T0 -6 >"$dir/llamacpp/bins.tar.xz"
   du -sh "$dir"
+}
+
+# unpack_llamacpp unpacks llama.cpp's Vulkan build from build's archive
+# and points gguftool at it (GGUFTOOL_LLAMACPP_DIR).
+unpack_llamacpp() {
+  local d
+  d=$(cd "$dir/llamacpp" && pwd)
+  mkdir -p "$d/bins"
+  xz -dc "$d/bins.tar.xz" | tar -C "$d/bins" -xf -
+  echo "$d/bins" >"$d/vkbins.path"
+  echo "$d/bins" >"$d/bins.path"
+  export GGUFTOOL_LLAMACPP_DIR=$d
+  # The oracle was linked against libraries by their build paths: these
+  # (and the C++ runtime, where the machine has none) come first.
+  export LD_LIBRARY_PATH=$d/bins:${LD_LIBRARY_PATH:-}:$d/runtime
 }
 
 # find_driver sets VK_DRIVER_FILES to the vendor ICDs found, unless set.
@@ -88,6 +123,19 @@ run() {
   export GGUFTOOL_TEST_GPU_DEVICE=$index GGUFTOOL_REQUIRE_GPU=1
   check kernels "$dir/gpu.test" -test.v -test.count=1
   check engine "$dir/engine.test" -test.v -test.count=1 -test.run 'GPU'
+  check goldens "$dir/gguftool" golden check --gpu on --gpu-device "$index"
+  unpack_llamacpp
+  local model=${TMPDIR:-/tmp}/gguftool-check-qwen3-30b-a3b.gguf
+  check synth "$dir/gguftool" synth --arch qwen3moe --layers "${BENCH_LAYERS:-12}" --embd 2048 --heads 32 --heads-kv 4 \
+    --head-dim 128 --experts 128 --experts-used 8 --expert-ff 768 --vocab 151936 --context 40960 --mix q4_k_m \
+    --random-blocks -q -o "$model"
+  for experts in vram cpu; do
+    check "bench-experts-$experts" "$dir/gguftool" bench decode "$model" --gpu on --gpu-device "$index" --gpu-experts "$experts" \
+      --prompt-tokens "${BENCH_PROMPT:-512}" -n "${BENCH_TOKENS:-64}" --runs 3 --json
+    sed -n 's/.*"decode_ratio": *\([0-9.]*\).*/decode ratio (gguftool ÷ llama.cpp): \1/p; s/.*"prefill_ratio": *\([0-9.]*\).*/prefill ratio: \1/p' \
+      "$out/bench-experts-$experts.log"
+  done
+  rm -f "$model"
   printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
   return $failed
 }

@@ -150,7 +150,10 @@ bit for bit.
 lavapipe included, or --gpu-device N): the greedy ids must still be
 llama.cpp's and the log-probabilities within each fixture's tolerance;
 the device's sums are close to the CPU's, not the same bits, and
-streamed must still equal resident exactly. Exit 5 when there is no
+streamed must still equal resident exactly. Two quantized fixtures, where
+the device's last bits move an activation across a Q8 rounding boundary
+that later positions read, are held to the figures measured on lavapipe
+instead (status ok-flip, gpu_allowance in --json; docs/gpu.md). Exit 5 when there is no
 device.
 
 Models are built in a temporary directory (or --dir) and removed as each
@@ -208,6 +211,8 @@ func goldenCheckRun(ctx context.Context, opts *GoldenCheckOptions) error {
 		status := "ok"
 		if !r.OK {
 			status = "MISMATCH"
+		} else if r.GGUF.GPUAllowance != "" {
+			status = "ok-flip" // held to its recorded GPU figures
 		}
 		fmt.Fprintf(opts.IO.Out, "%-8s %-44s greedy %d/%d, max |Δ log p| %.2g (tolerance %g), median %.2g; pack = gguf: %v (%.1f s)\n",
 			status, r.Spec.Name(), r.GGUF.GreedyMatch, len(r.GGUF.Greedy), r.GGUF.MaxLogprobDiff, r.GGUF.Tolerance.LogprobAbs,
