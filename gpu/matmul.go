@@ -25,6 +25,8 @@ type weightPart struct {
 	buf  *Buffer
 	row0 int // first row (of the whole matrix) in this part
 	rows int
+	// expert0 and experts are a stack's experts in this part.
+	expert0, experts int
 }
 
 // matmulTypes are the weight types the matmul kernels decode.
@@ -67,24 +69,24 @@ func (d *Device) UploadWeights(name string, t gguf.Type, rows, cols, experts int
 	}
 	w := &Weights{Type: t, Rows: rows, Cols: cols, Experts: experts, rowBytes: rowBytes}
 	limit := int64(d.info.Limits.MaxStorageBufferRange)
-	perPart := rows
+	// A part is whole rows of a matrix, or whole experts of a stack, as
+	// many as one storage buffer holds.
+	unit, units := rowBytes, rows
 	if experts > 1 {
-		if int64(len(data)) > limit {
-			return nil, fmt.Errorf("%s: a stack of %d experts is %s, more than one storage buffer of %q holds (%s)",
-				name, experts, iostreams.HumanBytes(int64(len(data))), d.info.Name, iostreams.HumanBytes(limit))
-		}
-	} else if int64(rows)*rowBytes > limit {
-		perPart = int(limit / rowBytes)
-		if perPart == 0 {
-			return nil, fmt.Errorf("%s: one row is %s, more than a storage buffer holds", name, iostreams.HumanBytes(rowBytes))
-		}
+		unit, units = rowBytes*int64(rows), experts
 	}
-	for row0 := 0; row0 < rows; row0 += perPart {
-		n := min(perPart, rows-row0)
-		lo, hi := int64(row0)*rowBytes, int64(row0+n)*rowBytes
+	perPart := int(min(limit/unit, int64(units)))
+	if perPart == 0 {
+		what := "one row"
 		if experts > 1 {
-			lo, hi = 0, int64(len(data))
+			what = "one expert"
 		}
+		return nil, fmt.Errorf("%s: %s is %s, more than one storage buffer of %q holds (%s)", name, what,
+			iostreams.HumanBytes(unit), d.info.Name, iostreams.HumanBytes(limit))
+	}
+	for u0 := 0; u0 < units; u0 += perPart {
+		n := min(perPart, units-u0)
+		lo, hi := int64(u0)*unit, int64(u0+n)*unit
 		// Rounded up to whole 32-bit words: the kernels read weights as
 		// 16-bit words, and a matrix of 17-byte MXFP4 blocks may end
 		// inside one.
@@ -93,7 +95,11 @@ func (d *Device) UploadWeights(name string, t gguf.Type, rows, cols, experts int
 			w.Free()
 			return nil, err
 		}
-		w.parts = append(w.parts, weightPart{buf: buf, row0: row0, rows: n})
+		part := weightPart{buf: buf, row0: u0, rows: n, expert0: 0, experts: 1}
+		if experts > 1 {
+			part = weightPart{buf: buf, rows: rows, expert0: u0, experts: n}
+		}
+		w.parts = append(w.parts, part)
 		if err := d.Write(buf, 0, data[lo:hi]); err != nil {
 			w.Free()
 			return nil, err
@@ -121,11 +127,11 @@ func (w *Weights) Free() {
 
 // matmulPush is the kernel's push constants (matmul.comp).
 type matmulPush struct {
-	cols, rows, rowBytes, wOffset, xOffset, xStride, yOffset, yStride, ncols, expertBytes, xDiv, idsOffset uint32
+	cols, rows, rowBytes, wOffset, xOffset, xStride, yOffset, yStride, ncols, expertBytes, xDiv, idsOffset, expert0, experts uint32
 }
 
 func (p matmulPush) words() []uint32 {
-	return []uint32{p.cols, p.rows, p.rowBytes, p.wOffset, p.xOffset, p.xStride, p.yOffset, p.yStride, p.ncols, p.expertBytes, p.xDiv, p.idsOffset}
+	return []uint32{p.cols, p.rows, p.rowBytes, p.wOffset, p.xOffset, p.xStride, p.yOffset, p.yStride, p.ncols, p.expertBytes, p.xDiv, p.idsOffset, p.expert0, p.experts}
 }
 
 // matmulWorkgroup is the kernels' workgroup size: a power of two for the
@@ -178,20 +184,24 @@ func (b *Batch) MatMulExperts(w *Weights, ids Span, x Columns, xDiv int, y Colum
 	if err := checkSpans("MatMulExperts", spanUse{"ids", ids, n}); err != nil {
 		return err
 	}
-	if len(w.parts) != 1 {
-		return fmt.Errorf("gpu: MatMulExperts: the stack is in %d buffers, want one", len(w.parts))
-	}
 	k, err := b.r.d.matmulKernel(w.Type, 1, true)
 	if err != nil {
 		return err
 	}
-	part := w.parts[0]
-	push := matmulPush{cols: uint32(w.Cols), rows: uint32(w.Rows), rowBytes: uint32(w.rowBytes),
-		xOffset: uint32(x.Off), xStride: uint32(x.Stride), yOffset: uint32(y.Off), yStride: uint32(y.Stride),
-		ncols: uint32(n), expertBytes: uint32(w.rowBytes * int64(w.Rows)), xDiv: uint32(max(xDiv, 1)), idsOffset: uint32(ids.Off)}
-	groups := rowGroups(w.Rows)
-	groups[1] = uint32(n)
-	return b.Dispatch(k, groups, push.words(), part.buf, x.Buf, y.Buf, ids.Buf)
+	// One dispatch per part of the stack: each computes the columns
+	// whose expert it holds and leaves the others.
+	for _, part := range w.parts {
+		push := matmulPush{cols: uint32(w.Cols), rows: uint32(w.Rows), rowBytes: uint32(w.rowBytes),
+			xOffset: uint32(x.Off), xStride: uint32(x.Stride), yOffset: uint32(y.Off), yStride: uint32(y.Stride),
+			ncols: uint32(n), expertBytes: uint32(w.rowBytes * int64(w.Rows)), xDiv: uint32(max(xDiv, 1)), idsOffset: uint32(ids.Off),
+			expert0: uint32(part.expert0), experts: uint32(part.experts)}
+		groups := rowGroups(w.Rows)
+		groups[1] = uint32(n)
+		if err := b.Dispatch(k, groups, push.words(), part.buf, x.Buf, y.Buf, ids.Buf); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // rowGroups spreads rows workgroups over x and z, each at most 65535 (the
@@ -216,7 +226,7 @@ func (d *Device) matmulKernel(t gguf.Type, numCols uint32, experts bool) (*Kerne
 	if experts {
 		ids = 1
 	}
-	return d.Kernel(name, 4, 48, matmulWorkgroup, numCols, ids)
+	return d.Kernel(name, 4, 56, matmulWorkgroup, numCols, ids)
 }
 
 // UsesSubgroups says whether the kernels reduce with subgroup operations.

@@ -341,3 +341,43 @@ func checkExperts(t *testing.T, d *Device, typ gguf.Type) {
 		compareOutputs(t, fmt.Sprintf("token %d expert %d", tok, e), got[slot*rows:(slot+1)*rows], want, bound, matmulTolerance)
 	}
 }
+
+// TestMatMulExpertsSplitStack bounds buffers below a stack of experts, so
+// it is held in parts of whole experts, and requires every routed
+// product still: each part's dispatch computes the columns of its own
+// experts.
+func TestMatMulExpertsSplitStack(t *testing.T) {
+	const experts, rows, cols = 7, 32, 64
+	perExpert := rows * int(gguf.TypeQ8_0.RowBytes(cols))
+	d := openTestDevice(t, DeviceOptions{MaxBuffer: int64(3 * perExpert)})
+	rng := rand.New(rand.NewPCG(4, 5))
+	data := testWeights(t, gguf.TypeQ8_0, experts*rows, cols, rng)
+	w, err := d.UploadWeights("split experts", gguf.TypeQ8_0, rows, cols, experts, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Free()
+	if len(w.parts) != 3 {
+		t.Fatalf("%d parts, want 3 (3 + 3 + 1 experts)", len(w.parts))
+	}
+	wref, _ := quant.Dequantize(nil, gguf.TypeQ8_0, data)
+	ids := []uint32{6, 0, 3, 2, 5, 1, 4, 6}
+	x := make([]float32, len(ids)*cols)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	idf := make([]float32, len(ids))
+	for i, v := range ids {
+		idf[i] = math.Float32frombits(v)
+	}
+	idb, xb, yb := onDevice(t, d, idf), onDevice(t, d, x), onDevice(t, d, make([]float32, rows*len(ids)))
+	poison(t, d, yb, rows*len(ids))
+	record(t, d, func(b *Batch) error {
+		return b.MatMulExperts(w, Span{Buf: idb}, Columns{xb, 0, cols}, 1, Columns{yb, 0, rows}, len(ids))
+	})
+	got := fromDevice(t, d, yb, 0, rows*len(ids))
+	for c, e := range ids {
+		want, bound := referenceMatMul(wref[int(e)*rows*cols:(int(e)+1)*rows*cols], x[c*cols:(c+1)*cols], rows, cols, 1)
+		compareOutputs(t, fmt.Sprintf("column %d expert %d", c, e), got[c*rows:(c+1)*rows], want, bound, matmulTolerance)
+	}
+}

@@ -3,6 +3,7 @@ package gpu
 import (
 	"fmt"
 	"runtime"
+	"time"
 	"unsafe"
 
 	"github.com/gguftool/gguftool/gpu/vk"
@@ -211,4 +212,50 @@ func (d *Device) copyNow(src *Buffer, srcOff int64, dst *Buffer, dstOff int64, n
 	}
 	b.Copy(src, srcOff, dst, dstOff, n)
 	return b.Submit()
+}
+
+// CopyBandwidth measures the device's memory bandwidth as its copies see
+// it: after a warm-up, reps copies of size bytes between two device-local
+// buffers in one batch, timed from submission to the fence; the result
+// is the bytes read plus the bytes written per second (a copy of n bytes
+// moves 2n), the figure a kernel streaming its weights is bounded by. The
+// buffers count against the budget while it runs.
+func (d *Device) CopyBandwidth(size int64, reps int) (float64, error) {
+	if size <= 0 || reps < 1 {
+		return 0, fmt.Errorf("gpu: CopyBandwidth of %d bytes %d times", size, reps)
+	}
+	a, err := d.Alloc(size, "a bandwidth probe")
+	if err != nil {
+		return 0, err
+	}
+	defer a.Free()
+	b, err := d.Alloc(size, "a bandwidth probe")
+	if err != nil {
+		return 0, err
+	}
+	defer b.Free()
+	run := func(n int) (time.Duration, error) {
+		bt, err := d.Begin()
+		if err != nil {
+			return 0, err
+		}
+		for i := range n {
+			if i%2 == 0 {
+				bt.Copy(a, 0, b, 0, size)
+			} else {
+				bt.Copy(b, 0, a, 0, size)
+			}
+		}
+		start := time.Now()
+		err = bt.Submit()
+		return time.Since(start), err
+	}
+	if _, err := run(1); err != nil {
+		return 0, err
+	}
+	took, err := run(reps)
+	if err != nil {
+		return 0, err
+	}
+	return float64(2*size*int64(reps)) / took.Seconds(), nil
 }

@@ -147,6 +147,10 @@ type Placement struct {
 	// DeviceExpertBytes is the routed experts' bytes in VRAM (0 when
 	// they run on the CPU).
 	DeviceExpertBytes int64 `json:"device_expert_bytes,omitempty"`
+	// DeviceBytesPerToken is the weight bytes the device reads to decode
+	// one token: every resident weight it holds, and the top-k experts of
+	// each MoE layer when the experts are in VRAM.
+	DeviceBytesPerToken int64 `json:"device_bytes_per_token,omitempty"`
 	VRAMPeak          int64 `json:"vram_peak,omitempty"`
 	VRAMBudget        int64 `json:"vram_budget,omitempty"`
 	Uploaded          int64 `json:"uploaded_bytes,omitempty"`
@@ -161,10 +165,26 @@ func (m *Model) Placement() Placement {
 	}
 	moved := b.dev.Moved()
 	p := Placement{Backend: "vulkan", Device: b.dev.Info().Name, Weights: "vram", KVCache: "vram", Experts: "ram",
-		DeviceWeightBytes: b.weightBytes, DeviceExpertBytes: b.expertBytes,
+		DeviceWeightBytes: b.weightBytes, DeviceExpertBytes: b.expertBytes, DeviceBytesPerToken: b.weightBytes + b.expertBytesPerToken,
 		VRAMPeak: b.dev.Peak(), VRAMBudget: b.dev.Budget(), Uploaded: moved.Up, ReadBack: moved.Down}
 	if b.experts != nil {
 		p.Experts = "vram"
 	}
 	return p
+}
+
+// DeviceCopyBandwidth measures the model's device's memory bandwidth
+// (gpu.Device.CopyBandwidth: bytes read plus written per second) with
+// copies of size bytes at most: no more than a quarter of the budget left
+// or one storage buffer; 0 and an error without a device.
+func (m *Model) DeviceCopyBandwidth(size int64) (float64, error) {
+	b, ok := m.be.(*gpuBackend)
+	if !ok {
+		return 0, fmt.Errorf("engine: the model runs on the CPU")
+	}
+	size = min(size, (b.dev.Budget()-b.dev.Used())/4, int64(b.dev.Info().Limits.MaxStorageBufferRange))
+	if size < 1<<20 {
+		return 0, fmt.Errorf("engine: %s left of the VRAM budget: too little to measure the bandwidth", iostreams.HumanBytes(b.dev.Budget()-b.dev.Used()))
+	}
+	return b.dev.CopyBandwidth(size, 8)
 }

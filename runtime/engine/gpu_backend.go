@@ -32,6 +32,9 @@ type gpuBackend struct {
 	// CPU), and expertBytes their size.
 	experts     []*devExperts
 	expertBytes int64
+	// expertBytesPerToken is what one token's routed experts read: top-k
+	// experts' matrices and biases in every MoE layer.
+	expertBytesPerToken int64
 }
 
 func newGPUBackend(dev *gpu.Device) *gpuBackend { return &gpuBackend{dev: dev} }

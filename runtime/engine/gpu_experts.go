@@ -78,9 +78,10 @@ func (s expertStack) total() int64 {
 }
 
 // expertStacks sizes every MoE layer's experts as the device would hold
-// them, or says why the device cannot: a type without a kernel, a stack
-// larger than one storage buffer, an expert of an odd byte count (the
-// kernels address the weights in 16-bit words).
+// them (a stack larger than one storage buffer is split into buffers of
+// whole experts), or says why the device cannot: a type without a kernel,
+// one expert larger than a storage buffer, an expert of an odd byte count
+// (the kernels address the weights in 16-bit words).
 func (m *Model) expertStacks(dev *gpu.Device) ([]expertStack, int64, error) {
 	h := m.Hparams
 	limit := int64(dev.Info().Limits.MaxStorageBufferRange)
@@ -102,11 +103,11 @@ func (m *Model) expertStacks(dev *gpu.Device) ([]expertStack, int64, error) {
 			if per%2 != 0 {
 				return nil, 0, fmt.Errorf("%s: one expert is %d bytes, not a whole number of 16-bit words", x.name, per)
 			}
-			stacks[il].matrix[i] = per * int64(h.Experts)
-			if stacks[il].matrix[i] > limit {
-				return nil, 0, fmt.Errorf("%s: a stack of %d experts is %s, more than one storage buffer holds (%s)",
-					x.name, h.Experts, iostreams.HumanBytes(stacks[il].matrix[i]), iostreams.HumanBytes(limit))
+			if per > limit {
+				return nil, 0, fmt.Errorf("%s: one expert is %s, more than one storage buffer holds (%s)",
+					x.name, iostreams.HumanBytes(per), iostreams.HumanBytes(limit))
 			}
+			stacks[il].matrix[i] = per * int64(h.Experts)
 			if L.layout.Biases {
 				stacks[il].bias[i] = 4 * int64(x.rows) * int64(h.Experts)
 			}
@@ -157,6 +158,7 @@ func (m *Model) expertsToDevice(ctx context.Context, b *gpuBackend, place Expert
 		}
 		b.experts[il] = de
 		b.expertBytes += st.total()
+		b.expertBytesPerToken += st.total() / int64(h.Experts) * int64(h.ExpertsUsed)
 	}
 	return nil
 }

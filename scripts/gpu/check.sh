@@ -22,7 +22,8 @@
 # prompt, 512, then BENCH_TOKENS decoded, 64), with the routed
 # experts in VRAM and on the CPU (llama.cpp's --cpu-moe); it prints one
 # line per check and a summary. It exits 1 if any check failed, 5 if no
-# GPU driver was found.
+# GPU driver was found. CHECKS="kernels engine goldens bench" (the
+# default) picks which run after gpu info.
 set -uo pipefail
 mode=${1:-}
 dir=${2:-.gpucheck}
@@ -121,9 +122,22 @@ run() {
     exit 5
   fi
   export GGUFTOOL_TEST_GPU_DEVICE=$index GGUFTOOL_REQUIRE_GPU=1
-  check kernels "$dir/gpu.test" -test.v -test.count=1
-  check engine "$dir/engine.test" -test.v -test.count=1 -test.run 'GPU'
-  check goldens "$dir/gguftool" golden check --gpu on --gpu-device "$index"
+  want kernels && check kernels "$dir/gpu.test" -test.v -test.count=1
+  want engine && check engine "$dir/engine.test" -test.v -test.count=1 -test.run 'GPU'
+  want goldens && check goldens "$dir/gguftool" golden check --gpu on --gpu-device "$index"
+  if want bench; then bench "$index"; fi
+  printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+  return $failed
+}
+
+# want NAME says whether CHECKS (a list of kernels, engine, goldens and
+# bench; all by default) asks for a check.
+want() { [[ " ${CHECKS:-kernels engine goldens bench} " == *" $1 "* ]]; }
+
+# bench INDEX runs bench decode on device INDEX against llama.cpp's Vulkan
+# build, the experts in VRAM and then on the CPU.
+bench() {
+  local index=$1
   unpack_llamacpp
   local model=${TMPDIR:-/tmp}/gguftool-check-qwen3-30b-a3b.gguf
   check synth "$dir/gguftool" synth --arch qwen3moe --layers "${BENCH_LAYERS:-12}" --embd 2048 --heads 32 --heads-kv 4 \
@@ -132,12 +146,11 @@ run() {
   for experts in vram cpu; do
     check "bench-experts-$experts" "$dir/gguftool" bench decode "$model" --gpu on --gpu-device "$index" --gpu-experts "$experts" \
       --prompt-tokens "${BENCH_PROMPT:-512}" -n "${BENCH_TOKENS:-64}" --runs 3 --json
-    sed -n 's/.*"decode_ratio": *\([0-9.]*\).*/decode ratio (gguftool ÷ llama.cpp): \1/p; s/.*"prefill_ratio": *\([0-9.]*\).*/prefill ratio: \1/p' \
-      "$out/bench-experts-$experts.log"
+    summary+=("  experts in $experts: $(sed -n 's/.*"decode_ratio": *\([0-9.]*\).*/decode ratio (gguftool ÷ llama.cpp): \1/p; s/.*"prefill_ratio": *\([0-9.]*\).*/prefill ratio: \1/p;
+            s/.*"efficiency": *\([0-9.e+-]*\).*/decode ÷ the device bandwidth bound: \1/p; s/.*"copy_gb_per_s": *\([0-9.e+-]*\).*/copy bandwidth GB\/s: \1/p' \
+      "$out/bench-experts-$experts.log" | paste -sd ';' -)")
   done
   rm -f "$model"
-  printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
-  return $failed
 }
 
 case "$mode" in

@@ -41,6 +41,8 @@ layout(push_constant) uniform Push {
     uint expert_bytes; // EXPERT_IDS: bytes of one expert's matrix
     uint x_div;        // EXPERT_IDS: column c reads x column c / x_div
     uint ids_offset;   // EXPERT_IDS: uints to ids[0]
+    uint expert0;      // EXPERT_IDS: the first expert this buffer holds
+    uint experts;      // EXPERT_IDS: how many (a stack may span buffers)
 } p;
 
 #include "weights.glsl"
@@ -69,7 +71,13 @@ void main() {
     uint wrow = p.w_offset + row * p.row_bytes;
     uint xcol0 = col0;
     if (EXPERT_IDS) {
-        wrow += ids[p.ids_offset + col0] * p.expert_bytes; // NUM_COLS is 1 with experts
+        // NUM_COLS is 1 with experts. A column whose expert lies in
+        // another buffer of the stack is that buffer's dispatch's.
+        const uint e = ids[p.ids_offset + col0] - p.expert0;
+        if (e >= p.experts) {
+            return; // the whole workgroup leaves together
+        }
+        wrow += e * p.expert_bytes;
         xcol0 = col0 / p.x_div;
     }
     float acc[NUM_COLS];

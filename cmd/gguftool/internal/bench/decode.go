@@ -72,7 +72,11 @@ read of the containers, and the I/O bound max(compute, miss bytes ÷
 bandwidth) per token with how close the run came to it. With --plan the
 report adds the plan's predicted decode speed against the measured one:
 the cold run (which repeats the plan's measuring run when --prompt-tokens
-and -n match it) and the warm median.
+and -n match it) and the warm median. On a GPU the report adds the
+device's bound: the weight bytes it reads per decoded token (its resident
+weights, and the top-k experts of every MoE layer when they are in VRAM)
+against its memory bandwidth as 256 MiB copies measure it (bytes read
+plus written per second), and how close decode came to it.
 
 On a GPU (--gpu) the peer is llama.cpp's Vulkan build on the same device
 (GGML_VK_VISIBLE_DEVICES set to --gpu-device, 0 by default) with every
@@ -147,6 +151,7 @@ type DecodeResult struct {
 	PrefillRatio float64            `json:"prefill_ratio,omitempty"` // gguftool ÷ llama.cpp, warm medians
 	DecodeRatio  float64            `json:"decode_ratio,omitempty"`
 	Stream       *StreamBound       `json:"stream,omitempty"`
+	Device       *DeviceBound       `json:"device,omitempty"`
 	Experts      engine.SourceStats `json:"experts"`
 	Placement    engine.Placement   `json:"placement"`
 	Plan         *PlanCheck         `json:"plan,omitempty"`
@@ -188,6 +193,35 @@ type StreamBound struct {
 	Efficiency      float64 `json:"efficiency"` // achieved ÷ bound
 }
 
+// DeviceBound relates a GPU run's decode to the device's memory
+// bandwidth: the weight bytes it reads per token (every resident weight
+// on the device, and the top-k experts of each MoE layer when they are in
+// VRAM) against what its copies move per second (read plus written). With
+// the experts on the CPU the bound covers the device's part only.
+type DeviceBound struct {
+	CopyGBps        float64 `json:"copy_gb_per_s"`
+	BytesPerToken   int64   `json:"device_bytes_per_token"`
+	BoundTokPerS    float64 `json:"bound_tokens_per_second"` // copy bandwidth ÷ bytes per token
+	AchievedTokPerS float64 `json:"achieved_tokens_per_second"`
+	Efficiency      float64 `json:"efficiency"` // achieved ÷ bound
+	ExpertsOnCPU    bool    `json:"experts_on_cpu,omitempty"`
+}
+
+// deviceBound measures the device's copy bandwidth (with copies of 256
+// MiB, or what the budget leaves room for) and relates decode to it.
+func deviceBound(m *engine.Model, p engine.Placement, decode float64) (*DeviceBound, error) {
+	bw, err := m.DeviceCopyBandwidth(256 << 20)
+	if err != nil {
+		return nil, err
+	}
+	d := &DeviceBound{CopyGBps: bw / 1e9, BytesPerToken: p.DeviceBytesPerToken, AchievedTokPerS: decode, ExpertsOnCPU: p.Experts != "vram"}
+	if d.BytesPerToken > 0 {
+		d.BoundTokPerS = bw / float64(d.BytesPerToken)
+		d.Efficiency = decode / d.BoundTokPerS
+	}
+	return d, nil
+}
+
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
@@ -218,7 +252,12 @@ func benchDecodeRun(ctx context.Context, o *BenchDecodeOptions) error {
 	if err := measureOurs(ctx, o, m, &res, say); err != nil {
 		return err
 	}
-	if res.Experts.Source == "pack" {
+	switch {
+	case res.Placement.Backend == "vulkan":
+		if res.Device, err = deviceBound(m, res.Placement, res.Ours.Decode); err != nil {
+			return err
+		}
+	case res.Experts.Source == "pack":
 		if res.Stream, err = streamBound(ctx, o.Model, res.Runs[len(res.Runs)-1]); err != nil {
 			return err
 		}
@@ -411,6 +450,14 @@ func printDecode(w io.Writer, res *DecodeResult, runs int) {
 		fmt.Fprintf(w, "stream     hit rate %.1f%%, %s/token from disk at %.2f GB/s; compute %.1f ms + I/O %.1f ms per token → bound %.1f tok/s; achieved %.1f (%.0f%%)\n",
 			100*s.HitRate, iostreams.HumanBytes(int64(s.BytesPerToken)), s.DiskGBps, 1e3*s.ComputeSeconds, 1e3*s.IOSeconds,
 			s.BoundTokPerS, s.AchievedTokPerS, 100*s.Efficiency)
+	}
+	if d := res.Device; d != nil {
+		part := ""
+		if d.ExpertsOnCPU {
+			part = " (the device's part: the experts run on the CPU)"
+		}
+		fmt.Fprintf(w, "device     %s/token of weights at %.1f GB/s (copy, read + written) → bound %.1f tok/s%s; achieved %.1f (%.0f%%)\n",
+			iostreams.HumanBytes(d.BytesPerToken), d.CopyGBps, d.BoundTokPerS, part, d.AchievedTokPerS, 100*d.Efficiency)
 	}
 	if p := res.Plan; p != nil {
 		fmt.Fprintf(w, "plan       %s predicted %.1f tok/s; measured cold %.1f (%.2f× predicted), warm %.1f (%.2f×)\n",

@@ -71,6 +71,12 @@ func TestGPUCommands(t *testing.T) {
 			if code != 0 || json.Unmarshal([]byte(out), &r) != nil || r.Placement.Backend != "vulkan" || r.Ours.Decode <= 0 {
 				t.Errorf("bench decode --gpu on: exit %d, %s %s", code, out, errOut)
 			}
+			// The device's bound: its resident weights and, the experts
+			// being in VRAM, top-k of them per layer, at its copy rate.
+			if d := r.Device; d == nil || d.CopyGBps <= 0 || d.BoundTokPerS <= 0 || d.Efficiency <= 0 || d.ExpertsOnCPU ||
+				d.BytesPerToken <= r.Placement.DeviceWeightBytes || d.BytesPerToken >= r.Placement.DeviceWeightBytes+r.Placement.DeviceExpertBytes {
+				t.Errorf("bench decode --gpu on: device bound %+v, placement %+v", r.Device, r.Placement)
+			}
 		})
 	}
 }
