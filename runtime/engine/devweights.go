@@ -151,10 +151,10 @@ type Placement struct {
 	// one token: every resident weight it holds, and the top-k experts of
 	// each MoE layer when the experts are in VRAM.
 	DeviceBytesPerToken int64 `json:"device_bytes_per_token,omitempty"`
-	VRAMPeak          int64 `json:"vram_peak,omitempty"`
-	VRAMBudget        int64 `json:"vram_budget,omitempty"`
-	Uploaded          int64 `json:"uploaded_bytes,omitempty"`
-	ReadBack          int64 `json:"read_back_bytes,omitempty"`
+	VRAMPeak            int64 `json:"vram_peak,omitempty"`
+	VRAMBudget          int64 `json:"vram_budget,omitempty"`
+	Uploaded            int64 `json:"uploaded_bytes,omitempty"`
+	ReadBack            int64 `json:"read_back_bytes,omitempty"`
 }
 
 // Placement is where the model runs now.
