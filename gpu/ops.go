@@ -555,3 +555,77 @@ func (b *Batch) MoESum(dst, y, weights Span, tokens, k, width int) error {
 		width: uint32(width), aStride: uint32(k)}
 	return b.eltwise("moe_sum", push, dst.Buf, y.Buf, weights.Buf)
 }
+
+// RouteGating is how Route turns router logits into probabilities.
+type RouteGating uint32
+
+const (
+	RouteSoftmax       RouteGating = 1 // softmax over every expert
+	RouteSigmoid       RouteGating = 2 // each logit's sigmoid
+	RouteSoftmaxWeight RouteGating = 3 // the logits; softmax over the chosen (gpt-oss)
+)
+
+// MaxRouteK and MaxRouteGroups bound what Route chooses: experts per
+// token, and expert groups.
+const (
+	MaxRouteK      = 32
+	MaxRouteGroups = 32
+)
+
+// RouteJob is one MoE layer's routing of Tokens tokens over Experts
+// experts: the K best after the gating, the selection bias (when Bias is
+// set) and the group limit (Groups > 1: only the GroupsUsed best groups,
+// a group scored by its two best), the weights renormalised when
+// Normalize and scaled by Scale (0 or 1: not scaled).
+type RouteJob struct {
+	Tokens, Experts, K int
+	Gating             RouteGating
+	Groups, GroupsUsed int
+	Bias               Span // Experts floats, or no buffer
+	Normalize          bool
+	Scale              float32
+}
+
+// Route records the routing of logits (Tokens × Experts) into out:
+// Tokens·K expert ids (uint32 as float32 bits, best first, as
+// MatMulExperts reads them), then their Tokens·K weights, then each
+// token's top-k margin (the K-th selection score minus the next; 1 when
+// none). scratch is 2·Tokens·Experts floats of working memory.
+func (b *Batch) Route(out, logits, scratch Span, j RouteJob) error {
+	if err := checkShape("Route", j.Tokens, j.Experts, 2); err != nil {
+		return err
+	}
+	groups := max(j.Groups, 1)
+	switch {
+	case j.K < 1 || j.K > MaxRouteK || j.K > j.Experts:
+		return fmt.Errorf("gpu: Route: %d experts per token of %d (at most %d)", j.K, j.Experts, MaxRouteK)
+	case groups > MaxRouteGroups || j.Experts%groups != 0 || (groups > 1 && (j.GroupsUsed < 1 || j.GroupsUsed > groups)):
+		return fmt.Errorf("gpu: Route: %d experts in %d groups, %d used (at most %d groups)", j.Experts, groups, j.GroupsUsed, MaxRouteGroups)
+	case j.Gating < RouteSoftmax || j.Gating > RouteSoftmaxWeight:
+		return fmt.Errorf("gpu: Route: gating %d", j.Gating)
+	}
+	uses := []spanUse{{"out", out, j.Tokens * (2*j.K + 1)}, {"logits", logits, j.Tokens * j.Experts}, {"scratch", scratch, 2 * j.Tokens * j.Experts}}
+	flags := uint32(0)
+	if j.Bias.Buf != nil {
+		flags |= 1
+		uses = append(uses, spanUse{"bias", j.Bias, j.Experts})
+	}
+	if j.Normalize {
+		flags |= 2
+	}
+	if err := checkSpans("Route", uses...); err != nil {
+		return err
+	}
+	if j.Tokens == 0 {
+		return nil
+	}
+	const workgroup = 64
+	k, err := b.r.d.Kernel("ops_route", 4, 48, workgroup)
+	if err != nil {
+		return err
+	}
+	push := []uint32{uint32(j.Tokens), uint32(j.Experts), uint32(j.K), uint32(logits.Off), uint32(j.Bias.Off), uint32(out.Off),
+		uint32(scratch.Off), uint32(j.Gating), uint32(groups), uint32(j.GroupsUsed), flags, f32(j.Scale)}
+	groupsX := (uint32(j.Tokens) + workgroup - 1) / workgroup
+	return b.Dispatch(k, [3]uint32{groupsX, 1, 1}, push, logits.Buf, b.orDummy(j.Bias.Buf), out.Buf, scratch.Buf)
+}

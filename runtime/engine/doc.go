@@ -37,9 +37,10 @@
 // The forward pass runs on a Backend: the CPU's, or a Vulkan device's
 // (Options.GPU, over package gpu), which holds the resident weights, the
 // activations and the KV and recurrent state in VRAM, and the routed
-// experts too where Options.GPUExperts and the budget allow. The router's
-// probabilities are read back and the experts chosen on the host by the
-// same code either way. On a device the promises above hold among the
+// experts too where Options.GPUExperts and the budget allow; with them,
+// a kernel chooses each token's experts on the device as pickExperts
+// does on the host, which chooses them when they run on the CPU. On a
+// device the promises above hold among the
 // device's own runs (run to run, streamed and resident, batched and
 // alone); against the CPU the logits are close, not equal (docs/gpu.md).
 package engine

@@ -232,34 +232,38 @@ func (m *Model) uploadExperts(ctx context.Context, dev *gpu.Device, il int, st e
 }
 
 // moeOnDevice is moe's routed-expert block with the layer's experts in
-// VRAM: the router's choice (sc.ids, sc.weights, made on the host) goes
-// to the device, each of the T·K routed rows is multiplied by its
-// expert's matrices in one dispatch per matrix, and each token's rows are
-// summed in the router's order, plus the shared experts' output.
-func (s *Session) moeOnDevice(b *gpuBackend, de *devExperts, il int, x, shared, out Tensor, T int) {
-	h, sc := s.m.Hparams, &s.scratch
+// VRAM: the router's choice is made on the device (or, where its routing
+// kernel cannot, on the host and sent up), each of the T·K routed rows is
+// multiplied by its expert's matrices in one dispatch per matrix, and each
+// token's rows are summed in the router's order, plus the shared experts'
+// output. With a Trace, the choice is read back to be recorded.
+func (s *Session) moeOnDevice(b *gpuBackend, de *devExperts, il int, in Input, x, shared, out Tensor, T int) {
+	h := s.m.Hparams
 	K, D, F := h.ExpertsUsed, h.expertIn(), de.ff
 	n := T * K
-	sc.devSel = grow(sc.devSel, 2*n)
-	for i, e := range sc.ids[:n] {
-		sc.devSel[i] = math.Float32frombits(uint32(e))
+	var sel Tensor
+	if j, ok := s.deviceRouteJob(il, T); ok {
+		sel = s.routeOnDevice(b, il, in, j)
+		if s.Trace != nil {
+			s.readRoutes(b, sel, T)
+		}
+	} else {
+		s.route(il, in, T)
+		sel = s.hostSelection(b, T)
 	}
-	copy(sc.devSel[n:], sc.weights[:n])
-	for _, e := range sc.experts {
-		sc.from[e] = trace.LevelVRAM
+	if s.Trace != nil {
+		s.recordRoutes(il, T)
 	}
-	sel := s.step.Tensor(2 * n)
-	b.Write(sel, sc.devSel)
 	ids, weights := sel.Slice(0, n), sel.Slice(n, 2*n)
 
-	in := b.Input(s.step, x, D, T)
+	xin := b.Input(s.step, x, D, T)
 	up := s.step.Tensor(n * F)
-	b.mulMatExperts(up, de.up, ids, in, K)
+	b.mulMatExperts(up, de.up, ids, xin, K)
 	b.addExpertBias(up, de.bias[1], ids, de.experts, n, F)
 	act := up
 	if de.gate != nil {
 		gate := s.step.Tensor(n * F)
-		b.mulMatExperts(gate, de.gate, ids, in, K)
+		b.mulMatExperts(gate, de.gate, ids, xin, K)
 		b.addExpertBias(gate, de.bias[0], ids, de.experts, n, F)
 		b.GLU(s.expertGLU(), gate, gate, up, n, F)
 		act = gate
@@ -273,6 +277,78 @@ func (s *Session) moeOnDevice(b *gpuBackend, de *devExperts, il int, x, shared, 
 	if shared.Len() > 0 {
 		b.Add(out, out, shared, T*D)
 	}
+}
+
+// deviceRouteJob is layer il's routing as the device's kernel runs it,
+// or false where it cannot (more experts per token or groups than it
+// holds).
+func (s *Session) deviceRouteJob(il, T int) (gpu.RouteJob, bool) {
+	h, L := s.m.Hparams, &s.m.layers[il]
+	j := gpu.RouteJob{Tokens: T, Experts: h.Experts, K: h.ExpertsUsed, Groups: max(h.ExpertGroups, 1), GroupsUsed: h.GroupsUsed,
+		Normalize: h.weightsNorm, Scale: h.weightsScale}
+	switch h.gating {
+	case gateSoftmax:
+		j.Gating = gpu.RouteSoftmax
+	case gateSigmoid:
+		j.Gating = gpu.RouteSigmoid
+	case gateSoftmaxWeight:
+		j.Gating = gpu.RouteSoftmaxWeight
+	default:
+		return j, false
+	}
+	if L.probsBias.present() {
+		j.Bias = vspan(&L.probsBias)
+	}
+	return j, j.K <= gpu.MaxRouteK && j.Groups <= gpu.MaxRouteGroups && h.Experts%j.Groups == 0
+}
+
+// routeOnDevice runs the layer's router on in and chooses each token's
+// experts on the device: ids, weights and margins (gpu.Batch.Route).
+func (s *Session) routeOnDevice(b *gpuBackend, il int, in Input, j gpu.RouteJob) Tensor {
+	L := &s.m.layers[il]
+	lt := s.step.Tensor(j.Tokens * j.Experts)
+	b.MulMat(lt, &L.router, in)
+	b.AddBias(lt, &L.routerBias, j.Tokens)
+	sel := s.step.Tensor(j.Tokens * (2*j.K + 1))
+	scratch := s.step.Tensor(2 * j.Tokens * j.Experts)
+	b.do(func(bt *gpu.Batch) error { return bt.Route(span(sel), span(lt), span(scratch), j) })
+	return sel
+}
+
+// readRoutes reads the device's choice back into the scratch the trace
+// records from.
+func (s *Session) readRoutes(b *gpuBackend, sel Tensor, T int) {
+	h, sc := s.m.Hparams, &s.scratch
+	K := h.ExpertsUsed
+	host := b.Read(sel)
+	sc.ids = grow(sc.ids, T*K)
+	sc.margins = grow(sc.margins, T)
+	if len(sc.from) != h.Experts {
+		sc.uses, sc.from = make([][]int, h.Experts), make([]trace.Level, h.Experts)
+	}
+	for i := range T * K {
+		sc.ids[i] = int(math.Float32bits(host[i]))
+		sc.from[sc.ids[i]] = trace.LevelVRAM
+	}
+	copy(sc.margins, host[2*T*K:2*T*K+T])
+}
+
+// hostSelection sends the host's choice (route) to the device, laid out
+// as Route writes it: ids, then weights.
+func (s *Session) hostSelection(b *gpuBackend, T int) Tensor {
+	sc := &s.scratch
+	n := T * s.m.Hparams.ExpertsUsed
+	sc.devSel = grow(sc.devSel, 2*n)
+	for i, e := range sc.ids[:n] {
+		sc.devSel[i] = math.Float32frombits(uint32(e))
+	}
+	copy(sc.devSel[n:], sc.weights[:n])
+	for _, e := range sc.experts {
+		sc.from[e] = trace.LevelVRAM
+	}
+	sel := s.step.Tensor(2 * n)
+	b.Write(sel, sc.devSel)
+	return sel
 }
 
 // expertGLU is the routed experts' activation, as expertFFN applies it.

@@ -412,14 +412,11 @@ func (s *Session) denseFFN(f *ffnWeights, in Input, T int) Tensor {
 func (s *Session) moe(ctx context.Context, il int, in Input, x, shared, out Tensor, T int) error {
 	h, be := s.m.Hparams, s.be
 	sc := &s.scratch
-	s.route(il, in, T)
 	if b, de := s.deviceExperts(il); de != nil {
-		s.moeOnDevice(b, de, il, x, shared, out, T)
-		if s.Trace != nil {
-			s.recordRoutes(il, T)
-		}
+		s.moeOnDevice(b, de, il, in, x, shared, out, T)
 		return nil
 	}
+	s.route(il, in, T)
 	if pf, ok := s.m.experts.(Prefetcher); ok {
 		if guess := s.guessNext(il, in, T); guess != nil {
 			if err := pf.Prefetch(ctx, il+1, guess); err != nil {
