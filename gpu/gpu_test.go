@@ -175,7 +175,7 @@ func TestWriteRead(t *testing.T) {
 func TestPipelineCacheOnDisk(t *testing.T) {
 	dir := t.TempDir()
 	d := openTestDevice(t, DeviceOptions{PipelineCacheDir: dir})
-	if _, err := d.Kernel("matmul_q8_0", 4, 48, matmulWorkgroup, 1, 0); err != nil {
+	if _, err := d.Kernel("matmul_q8_0", 4, matmulPushBytes, matmulWorkgroup, 1, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Close(); err != nil {
@@ -191,7 +191,7 @@ func TestPipelineCacheOnDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	d2 := openTestDevice(t, DeviceOptions{PipelineCacheDir: dir})
-	if _, err := d2.Kernel("matmul_q8_0", 4, 48, matmulWorkgroup, 1, 0); err != nil {
+	if _, err := d2.Kernel("matmul_q8_0", 4, matmulPushBytes, matmulWorkgroup, 1, 0); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -130,6 +130,9 @@ type matmulPush struct {
 	cols, rows, rowBytes, wOffset, xOffset, xStride, yOffset, yStride, ncols, expertBytes, xDiv, idsOffset, expert0, experts uint32
 }
 
+// matmulPushBytes is matmulPush's size.
+const matmulPushBytes = 4 * 14
+
 func (p matmulPush) words() []uint32 {
 	return []uint32{p.cols, p.rows, p.rowBytes, p.wOffset, p.xOffset, p.xStride, p.yOffset, p.yStride, p.ncols, p.expertBytes, p.xDiv, p.idsOffset, p.expert0, p.experts}
 }
@@ -226,7 +229,7 @@ func (d *Device) matmulKernel(t gguf.Type, numCols uint32, experts bool) (*Kerne
 	if experts {
 		ids = 1
 	}
-	return d.Kernel(name, 4, 56, matmulWorkgroup, numCols, ids)
+	return d.Kernel(name, 4, matmulPushBytes, matmulWorkgroup, numCols, ids)
 }
 
 // UsesSubgroups says whether the kernels reduce with subgroup operations.
