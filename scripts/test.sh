@@ -32,14 +32,12 @@ GGUFTOOL_REQUIRE_LLAMACPP=1 GGUFTOOL_REQUIRE_S3=1 GGUFTOOL_REQUIRE_GPU=1 go test
 echo "== README examples, as written, against a fresh build"
 scripts/readme-examples.sh
 
-echo "== fuzz (${GGUFTOOL_FUZZTIME:-15s} per target)"
-for target in ./gguf:FuzzReader ./gguf:FuzzOpenSet ./gguf/quant:FuzzDequantize ./gguf/quant:FuzzQuantize ./gguf/quant:FuzzVecDot ./gguf/quant:FuzzVectorKernels \
-              ./quantize:FuzzLoadImatrix ./container:FuzzContainer ./container:FuzzManifest ./resident:FuzzManifest \
-              ./tiers:FuzzConfig ./tiers:FuzzJournal ./tiers:FuzzObjectURL ./tiers:FuzzListing ./trace:FuzzTrace ./trace:FuzzTraceImport ./tokenizer:FuzzTokenizer \
-              ./runtime/server:FuzzRequest ./chattmpl:FuzzTemplate ./runtime/engine:FuzzHparams ./runtime/cachelab:FuzzParse ./runtime/cachelab:FuzzReplayStream ./runtime/planner:FuzzParse; do
-  # Go's fuzz engine occasionally ends a run with a bare "context deadline
-  # exceeded" when -fuzztime expires while a worker is busy on a loaded
-  # machine; that (and only that: no failing input written) is retried once.
+# fuzz_one runs one fuzz target for GGUFTOOL_FUZZTIME. Go's fuzz engine
+# occasionally ends a run with a bare "context deadline exceeded" when
+# -fuzztime expires while a worker is busy on a loaded machine; that (and
+# only that: no failing input written) is retried once.
+fuzz_one() {
+  local target=$1 log
   log=$(mktemp)
   if ! go test "${target%%:*}" -run=NONE -fuzz="^${target##*:}\$" -fuzztime="${GGUFTOOL_FUZZTIME:-15s}" -fuzzminimizetime=5s -timeout 0 2>&1 | tee "$log"; then
     if grep -q 'context deadline exceeded' "$log" && ! grep -q 'Failing input written' "$log"; then
@@ -51,6 +49,14 @@ for target in ./gguf:FuzzReader ./gguf:FuzzOpenSet ./gguf/quant:FuzzDequantize .
     fi
   fi
   rm -f "$log"
+}
+
+echo "== fuzz (${GGUFTOOL_FUZZTIME:-15s} per target)"
+for target in ./gguf:FuzzReader ./gguf:FuzzOpenSet ./gguf/quant:FuzzDequantize ./gguf/quant:FuzzQuantize ./gguf/quant:FuzzVecDot ./gguf/quant:FuzzVectorKernels ./gguf/quant:FuzzTileKernels \
+              ./quantize:FuzzLoadImatrix ./container:FuzzContainer ./container:FuzzManifest ./resident:FuzzManifest \
+              ./tiers:FuzzConfig ./tiers:FuzzJournal ./tiers:FuzzObjectURL ./tiers:FuzzListing ./trace:FuzzTrace ./trace:FuzzTraceImport ./tokenizer:FuzzTokenizer \
+              ./runtime/server:FuzzRequest ./chattmpl:FuzzTemplate ./runtime/engine:FuzzHparams ./runtime/cachelab:FuzzParse ./runtime/cachelab:FuzzReplayStream ./runtime/planner:FuzzParse; do
+  fuzz_one "$target"
 done
 
 echo "== golden check: the engine against llama.cpp's recorded outputs, resident and streamed"
@@ -76,6 +82,12 @@ for level in $levels; do
   GGUFTOOL_KERNELS=$level GGUFTOOL_REQUIRE_LLAMACPP=1 go test -count=1 ./gguf/quant
   GGUFTOOL_KERNELS=$level go test -count=1 -run 'Streamed|OneSlot|Archs|WeightTypes' -skip GPU ./runtime/engine
   GGUFTOOL_KERNELS=$level go test -count=1 -run TestRuntimeGoldens ./golden
+  if [ "$level" != generic ] && [ "$level" != "${levels##* }" ]; then
+    # The kernel fuzzers above ran at the best level (the last one
+    # listed); each lower vector level gets them too.
+    GGUFTOOL_KERNELS=$level fuzz_one ./gguf/quant:FuzzVectorKernels
+    GGUFTOOL_KERNELS=$level fuzz_one ./gguf/quant:FuzzTileKernels
+  fi
 done
 go test -tags purego ./gguf/quant
 

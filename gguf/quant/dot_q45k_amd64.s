@@ -372,3 +372,185 @@ q4kx4Block:
 	Q4X4_OUT(Y14, X14, X11, 3)
 	VZEROUPPER
 	RET
+
+// Tile kernels: four weight rows by eight activation rows, each of the
+// 32 results bit for bit its pair's single-row kernel above. A block of
+// the four weight rows is decoded once into a scratch (levels as bytes,
+// every sub-block's scale broadcast to int16s, the mins, the two f16
+// scales as float32), and every activation row of the group is then
+// multiplied against those panels; per result, the scratch keeps the
+// single-row kernel's float accumulators (eight lanes and, for the mins,
+// four), updated with its operations in its order. The integer lanes are
+// the single-row kernel's: sums that no order of additions can change,
+// so computing them two activation rows at a time, weights from the
+// scratch, changes no bit.
+//
+// The scratch (tileKScratch, dot_tile_amd64.go):
+#define tAcc 0     // [32][8]float32: result i = r·8 + c's eight lanes
+#define tAccM 1024 // [32][4]float32: its mins lanes (Q4_K) or summs (Q5_K, lane 0)
+#define tLevels 1536 // [4][8][32]byte: row r's sub-block j at 256r + 32j
+#define tScales 2560 // [4][8][16]int16: sub-block j's scale, broadcast
+#define tMins 3584 // [4][8]int16: row r's eight mins
+#define tD 3648    // [4][2]float32: row r's d and dmin as float32
+
+// TK_DECODE_Q4K decodes the Q4_K block at SI (one row, r) into the
+// scratch at R13, with K45_SCALES (AX, BX, DX; masks R8–R10) and
+// Y1, Y2, Y12, Y15 (0x0F bytes).
+#define TK_SCALE(r, j) \
+	VPSHUFB scaleShuf<>+32*j(SB), Y12, Y1; \
+	VMOVDQU Y1, tScales+256*r+32*j(R13)
+
+#define TK_NIBBLES(r, p) \
+	VMOVDQU 16+32*p(SI), Y1; \
+	VPSRLW  $4, Y1, Y2; \
+	VPAND   Y15, Y1, Y1; \
+	VPAND   Y15, Y2, Y2; \
+	VMOVDQU Y1, tLevels+256*r+64*p(R13); \
+	VMOVDQU Y2, tLevels+256*r+64*p+32(R13)
+
+#define TK_DECODE_Q4K(r) \
+	K45_SCALES(SI, R8, R9, R10); \
+	TK_SCALE(r, 0); TK_SCALE(r, 1); TK_SCALE(r, 2); TK_SCALE(r, 3); \
+	TK_SCALE(r, 4); TK_SCALE(r, 5); TK_SCALE(r, 6); TK_SCALE(r, 7); \
+	VPSHUFB   minShuf<>(SB), X12, X1; \
+	VMOVDQU   X1, tMins+16*r(R13); \
+	VMOVD     0(SI), X1; \
+	VCVTPH2PS X1, X1; \
+	VMOVQ     X1, tD+8*r(R13); \
+	TK_NIBBLES(r, 0); TK_NIBBLES(r, 1); TK_NIBBLES(r, 2); TK_NIBBLES(r, 3)
+
+// TK_ROWS multiplies sub-block j of the four rows' levels with the q8 of
+// two activation rows (Y8 from DI, Y9 from R12) and adds the scaled
+// lanes into Y0–Y3 (first activation row, weight rows 0–3) and Y4–Y7
+// (second).
+#define TK_ROW(r, j, acc0, acc1) \
+	VMOVDQU    tLevels+256*r+32*j(R13), Y10; \
+	VPMADDUBSW Y8, Y10, Y11; \
+	VPMADDUBSW Y9, Y10, Y12; \
+	VPMADDWD   tScales+256*r+32*j(R13), Y11, Y11; \
+	VPMADDWD   tScales+256*r+32*j(R13), Y12, Y12; \
+	VPADDD     Y11, acc0, acc0; \
+	VPADDD     Y12, acc1, acc1
+
+#define TK_SUBBLOCK(j) \
+	VMOVDQU 4+32*j(DI), Y8; \
+	VMOVDQU 4+32*j(R12), Y9; \
+	TK_ROW(0, j, Y0, Y4); \
+	TK_ROW(1, j, Y1, Y5); \
+	TK_ROW(2, j, Y2, Y6); \
+	TK_ROW(3, j, Y3, Y7)
+
+// TK_FOLD adds one result's lanes of this block (acc, int32) into its
+// float accumulators at R9 (the first of the pair's results, r·8 + c,
+// times 32 bytes) as the single-row kernel does: fma by d = d16·yd, yd
+// the activation row's scale at 0(p).
+#define TK_FOLD(p, r, acc, col) \
+	VMOVSS       tD+8*r(R13), X13; \
+	VMULSS       0(p), X13, X13; \
+	VBROADCASTSS X13, Y13; \
+	VCVTDQ2PS    acc, acc; \
+	VMOVUPS      tAcc+256*r+32*col(R13)(R9*1), Y14; \
+	VFMADD231PS  Y13, acc, Y14; \
+	VMOVUPS      Y14, tAcc+256*r+32*col(R13)(R9*1)
+
+// TK_MINS_Q4K adds one result's mins lanes of this block into its four
+// float accumulators at R10 (16 bytes a result): the row's mins times the
+// activation row's VPHADDW'd bsums (X15), fnmadd'ed with dmin16·yd.
+#define TK_MINS_Q4K(p, r, col) \
+	VPMADDWD     tMins+16*r(R13), X15, X14; \
+	VCVTDQ2PS    X14, X14; \
+	VMOVSS       tD+8*r+4(R13), X13; \
+	VMULSS       0(p), X13, X13; \
+	VBROADCASTSS X13, X13; \
+	VMOVUPS      tAccM+128*r+16*col(R13)(R10*1), X12; \
+	VFNMADD231PS X13, X14, X12; \
+	VMOVUPS      X12, tAccM+128*r+16*col(R13)(R10*1)
+
+#define TK_BSUM_PAIRS(p) \
+	VMOVDQU 260(p), X15; \
+	VPHADDW 276(p), X15, X15
+
+// func dotQ4_KTileAVX2(w *byte, stride int, a *byte, offs *[8]int, nb int, s *tileKScratch)
+//
+// For each block: the four weight rows decoded into the scratch, then
+// the eight activation rows (a + offs[c], each advanced a block at a
+// time) two at a time: their int32 lanes against every weight row, then
+// folded into each result's accumulators.
+TEXT ·dotQ4_KTileAVX2(SB), NOSPLIT, $16-48
+	MOVQ s+40(FP), R13
+	MOVQ w+0(FP), R11
+	MOVQ a+16(FP), AX
+	MOVQ AX, 0(SP)     // the activation rows' current block
+	MOVQ nb+32(FP), AX
+	MOVQ AX, 8(SP)     // blocks left
+
+q4kTileBlock:
+	MOVQ $0x3f3f3f3f3f3f3f3f, R8
+	MOVQ $0x3030303030303030, R9
+	MOVQ $0x0f0f0f0f0f0f0f0f, R10
+	VMOVQ R10, X15
+	VPBROADCASTQ X15, Y15
+	MOVQ R11, SI
+	TK_DECODE_Q4K(0)
+	ADDQ stride+8(FP), SI
+	TK_DECODE_Q4K(1)
+	ADDQ stride+8(FP), SI
+	TK_DECODE_Q4K(2)
+	ADDQ stride+8(FP), SI
+	TK_DECODE_Q4K(3)
+
+	XORQ R9, R9        // result offset of the pair's first activation row
+	XORQ R10, R10      // its mins offset
+	MOVQ offs+24(FP), CX
+
+q4kTilePair:
+	MOVQ 0(SP), DI
+	MOVQ DI, R12
+	ADDQ 0(CX), DI
+	ADDQ 8(CX), R12
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	TK_SUBBLOCK(0)
+	TK_SUBBLOCK(1)
+	TK_SUBBLOCK(2)
+	TK_SUBBLOCK(3)
+	TK_SUBBLOCK(4)
+	TK_SUBBLOCK(5)
+	TK_SUBBLOCK(6)
+	TK_SUBBLOCK(7)
+	TK_BSUM_PAIRS(DI)
+	TK_MINS_Q4K(DI, 0, 0)
+	TK_MINS_Q4K(DI, 1, 0)
+	TK_MINS_Q4K(DI, 2, 0)
+	TK_MINS_Q4K(DI, 3, 0)
+	TK_BSUM_PAIRS(R12)
+	TK_MINS_Q4K(R12, 0, 1)
+	TK_MINS_Q4K(R12, 1, 1)
+	TK_MINS_Q4K(R12, 2, 1)
+	TK_MINS_Q4K(R12, 3, 1)
+	TK_FOLD(DI, 0, Y0, 0)
+	TK_FOLD(DI, 1, Y1, 0)
+	TK_FOLD(DI, 2, Y2, 0)
+	TK_FOLD(DI, 3, Y3, 0)
+	TK_FOLD(R12, 0, Y4, 1)
+	TK_FOLD(R12, 1, Y5, 1)
+	TK_FOLD(R12, 2, Y6, 1)
+	TK_FOLD(R12, 3, Y7, 1)
+	ADDQ $16, CX
+	ADDQ $64, R9
+	ADDQ $32, R10
+	CMPQ R9, $256
+	JLT  q4kTilePair
+
+	ADDQ $144, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  q4kTileBlock
+	VZEROUPPER
+	RET

@@ -43,7 +43,8 @@ var tilePack [gguf.TypeCount]struct {
 
 // TileActs is a batch of activation rows prepared by Dotter.PrepareTile
 // for Dotter.DotTile: the rows themselves, and, where a tile kernel reads
-// their type, a copy laid out for it, TileCols rows at a time. Every
+// their type in a layout of its own, a copy laid out for it, TileCols
+// rows at a time (the K-quants' tiles read Q8_K rows as they are). Every
 // Dotter with the same activation type can use it. Its buffers are
 // reused by the next PrepareTile.
 type TileActs struct {
@@ -108,10 +109,9 @@ func (d Dotter) DotTile(w []byte, wStride int, ta *TileActs, j int, out []float3
 	case outStride < TileRows || len(out) < (cols-1)*outStride+TileRows:
 		panic(fmt.Sprintf("quant: Dotter(%s).DotTile: %d outputs at stride %d for %d activation rows", d.t, len(out), outStride, cols))
 	}
-	if hasDotTile[d.t] && ta.groupBytes > 0 && ta.vt == dotKernels[d.t].vt {
+	if hasDotTile[d.t] && ta.vt == dotKernels[d.t].vt && (ta.groupBytes > 0 || tilePack[ta.vt].pack == nil) {
 		var tile [TileCols][TileRows]float32
-		g := j / TileCols * ta.groupBytes
-		dotTile(d.t, w, wStride, ta.packed[g:g+ta.groupBytes], d.nb, &tile)
+		dotTile(d.t, w, wStride, ta, j, d.nb, &tile)
 		for c := range cols {
 			*(*[TileRows]float32)(out[c*outStride:]) = tile[c]
 		}
@@ -121,4 +121,25 @@ func (d Dotter) DotTile(w []byte, wStride int, ta *TileActs, j int, out []float3
 		a := ta.rows[(j+c)*ta.rowBytes : (j+c+1)*ta.rowBytes]
 		d.Dot4(w, wStride, a, (*[TileRows]float32)(out[c*outStride:]))
 	}
+}
+
+// group is the tile layout of the group of TileCols activation rows
+// that starts at row j.
+func (ta *TileActs) group(j int) []byte {
+	g := j / TileCols * ta.groupBytes
+	return ta.packed[g : g+ta.groupBytes]
+}
+
+// rowOffsets are the byte offsets, from row j, of the rows of the group
+// that starts there, for a tile kernel that reads the rows as they are:
+// in a last group of fewer than TileCols rows, the missing ones repeat
+// its last row, so that the kernel reads only rows ta holds (DotTile
+// keeps none of their results).
+func (ta *TileActs) rowOffsets(j int) [TileCols]int {
+	var offs [TileCols]int
+	last := min(TileCols, ta.n-j) - 1
+	for c := range offs {
+		offs[c] = min(c, last) * ta.rowBytes
+	}
+	return offs
 }

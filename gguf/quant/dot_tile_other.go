@@ -6,6 +6,6 @@ import "github.com/gguftool/gguftool/gguf"
 
 // dotTile runs the tile kernel of weight type t; this build has none
 // (hasDotTile is all false).
-func dotTile(t gguf.Type, _ []byte, _ int, _ []byte, _ int, _ *[TileCols][TileRows]float32) {
+func dotTile(t gguf.Type, _ []byte, _ int, _ *TileActs, _, _ int, _ *[TileCols][TileRows]float32) {
 	panic("quant: no tile kernel for " + t.String())
 }

@@ -4,36 +4,46 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/gguftool/gguftool/gguf"
 )
 
+// tiledTypes are the weight types that have a tile kernel at every
+// vector level.
+var tiledTypes = []gguf.Type{gguf.TypeQ8_0, gguf.TypeQ4_K}
+
 // TestDotTileMatchesDot: every output of DotTile is Dot's bits for its
-// pair of rows, for Q8_0 (the tile kernel where AVX2 runs) and for types
-// that take the four-row fallback, on the checker's weights and
-// activations (extreme quants, NaN and infinite scales), with activation
-// counts that leave every size of partial last group, weight rows padded
-// apart, and output strides wider than a tile; nothing outside the tile
-// is written, and one TileActs is reused throughout.
+// pair of rows, for every weight type (the tile kernels where a vector
+// level runs them, the four-row fallback for the others), on the
+// checker's weights and activations (extreme quants, NaN and infinite
+// scales), with activation counts that leave every size of partial last
+// group, weight rows padded apart, and output strides wider than a tile;
+// nothing outside the tile is written, and one TileActs is reused
+// throughout.
 func TestDotTileMatchesDot(t *testing.T) {
-	for _, c := range []struct {
-		typ       gguf.Type
-		maxBlocks int
-		iters     int
-	}{
-		{gguf.TypeQ8_0, 40, 400},
-		{gguf.TypeQ4_0, 9, 60},
-		{gguf.TypeQ4_K, 3, 60},
-		{gguf.TypeQ6_K, 3, 30},
-		{gguf.TypeIQ4_XS, 3, 60},
-		{gguf.TypeF32, 40, 30},
-	} {
-		t.Run(c.typ.String(), func(t *testing.T) {
-			if c.typ == gguf.TypeQ8_0 && Kernels() == "avx2" && !hasDotTile[c.typ] {
-				t.Fatal("no Q8_0 tile kernel at the avx2 level")
+	for typ := range gguf.TypeCount {
+		if referenceDots[typ].fn == nil {
+			continue
+		}
+		t.Run(typ.String(), func(t *testing.T) {
+			if Kernels() != "generic" && slices.Contains(tiledTypes, typ) && !hasDotTile[typ] {
+				t.Fatalf("no %s tile kernel at the %s level", typ, Kernels())
 			}
-			if err := tileMismatch(c.typ, c.maxBlocks, c.iters); err != nil {
+			maxBlocks, iters := 9, 40
+			switch {
+			case typ.BlockSize() == 1:
+				maxBlocks, iters = 300, 10
+			case typ.BlockSize() == 256:
+				maxBlocks = 3
+			case typ == gguf.TypeQ8_0:
+				maxBlocks, iters = 40, 400
+			}
+			if hasDotTile[typ] {
+				iters *= 4
+			}
+			if err := tileMismatch(typ, maxBlocks, iters); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -126,24 +136,33 @@ func TestDotTileRejectsBadShapes(t *testing.T) {
 	}
 }
 
-// BenchmarkDotTile: a Q8_0 matrix that fits in the caches against 32
-// rows of activations, as a prompt's projections run it: tiles, the
-// four-row kernel once per activation row, and the single-row kernel.
-// ns/block is the time per weight block dotted with one activation row.
+// BenchmarkDotTile: a matrix of each type with a tile kernel that fits
+// in the caches against 32 rows of activations, as a prompt's
+// projections run it: tiles, the four-row kernel once per activation
+// row, and the single-row kernel. ns/block is the time per weight block
+// dotted with one activation row.
 func BenchmarkDotTile(b *testing.B) {
+	for _, typ := range []gguf.Type{gguf.TypeQ8_0, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K} {
+		b.Run(typ.String(), func(b *testing.B) { benchmarkDotTile(b, typ) })
+	}
+}
+
+func benchmarkDotTile(b *testing.B, typ gguf.Type) {
 	const cols, rows, n = 1024, 64, 32
 	rng := rand.New(rand.NewPCG(1, 2))
-	d, err := NewDotter(gguf.TypeQ8_0, cols)
+	d, err := NewDotter(typ, cols)
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := make([]byte, rows*d.wBytes)
-	fillRandom(rng, w)
-	for i := 1; i < len(w); i += blockQ8_0 {
-		w[i] &= 0x3B // finite scales
+	// Quantized normal values: finite scales, no subnormal arithmetic.
+	var w, a []byte
+	for range rows {
+		w = append(w, checkWeights(rng, typ, d.nb, 0)...)
 	}
-	a := make([]byte, n*d.aBytes)
-	copy(a, w)
+	vt := VecDotType(typ)
+	for range n {
+		a = append(a, checkActivations(rng, vt, cols, d.aBytes, 0)...)
+	}
 	out := make([]float32, n*rows)
 	blocks := func(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(rows*n*d.nb), "ns/block")
@@ -179,5 +198,56 @@ func BenchmarkDotTile(b *testing.B) {
 			}
 		}
 		blocks(b)
+	})
+}
+
+// FuzzTileKernels: for any weight type and any bytes (NaN, infinite and
+// subnormal scales, −128 quants, bsums that do not match their quants),
+// every result of a tile, whole or partial, is the Go reference's bits
+// for its pair of rows.
+func FuzzTileKernels(f *testing.F) {
+	var tiled []gguf.Type // the fuzzer's type byte picks one of these
+	for typ := range gguf.TypeCount {
+		if hasDotTile[typ] {
+			tiled = append(tiled, typ)
+		}
+	}
+	f.Add(uint8(0), uint8(1), uint8(8), []byte{1, 2, 3})
+	f.Add(uint8(1), uint8(3), uint8(5), []byte{0x80, 0x7f})
+	f.Add(uint8(2), uint8(2), uint8(13), []byte{0xff, 0x00, 0x7c})
+	f.Fuzz(func(t *testing.T, typ, blocks, rows uint8, seed []byte) {
+		if len(tiled) == 0 || len(seed) == 0 {
+			return
+		}
+		ty := tiled[int(typ)%len(tiled)]
+		d, err := NewDotter(ty, (1+int(blocks)%6)*int(ty.BlockSize()))
+		if err != nil {
+			return
+		}
+		n := 1 + int(rows)%(2*TileCols)
+		stride := d.wBytes + int(blocks)/6
+		w := make([]byte, (TileRows-1)*stride+d.wBytes)
+		a := make([]byte, n*d.aBytes)
+		for i := range w {
+			w[i] = seed[i%len(seed)] ^ byte(i*131)
+		}
+		for i := range a {
+			a[i] = seed[(i+len(w))%len(seed)] ^ byte(i*71)
+		}
+		var ta TileActs
+		d.PrepareTile(&ta, a, n)
+		out := make([]float32, 2*TileCols*TileRows)
+		for j := 0; j < n; j += TileCols {
+			d.DotTile(w, stride, &ta, j, out[j*TileRows:], TileRows)
+		}
+		for c := range n {
+			for r := range TileRows {
+				want := referenceDots[ty].fn(w[r*stride:r*stride+d.wBytes], a[c*d.aBytes:(c+1)*d.aBytes], d.nb)
+				if got := out[c*TileRows+r]; !sameBits(got, want) {
+					t.Fatalf("%s, %d blocks, level %s: weight row %d × activation row %d of %d: %g (%#08x), reference %g (%#08x)",
+						ty, d.nb, Kernels(), r, c, n, got, math.Float32bits(got), want, math.Float32bits(want))
+				}
+			}
+		}
 	})
 }
