@@ -52,8 +52,17 @@ func vecDotQ8_0x4AVX2(w []byte, stride int, a []byte, nb int, out *[4]float32) {
 // haveAVX2 is whether the vector kernels run on this CPU.
 var haveAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 
+// haveAVX512 is whether the AVX-512 kernels run: they use 512-bit
+// registers and byte and word instructions (F, BW), their 256-bit forms
+// (VL) and VPDPWSSD (VNNI); x/sys/cpu reports AVX-512 only where the OS
+// saves the registers.
+var haveAVX512 = haveAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI
+
 // bestLevel is the highest kernel level this CPU runs.
 var bestLevel = func() int {
+	if haveAVX512 {
+		return levelAVX512
+	}
 	if haveAVX2 {
 		return levelAVX2
 	}

@@ -17,10 +17,13 @@ import (
 )
 
 // TileRows is the number of weight rows and TileCols the number of
-// activation rows one Dotter.DotTile call covers.
+// activation rows one Dotter.DotTile call covers; TileSpan the most
+// activation rows one Dotter.DotTileSpan call covers, a whole number of
+// groups of TileCols.
 const (
 	TileRows = 4
 	TileCols = 8
+	TileSpan = 4 * TileCols
 )
 
 // hasDotTile says, for each weight type, whether it has a kernel that
@@ -32,6 +35,13 @@ const (
 // through a function value escapes, and a prefill would allocate a tile
 // per call.
 var hasDotTile [gguf.TypeCount]bool
+
+// hasDotSpan says, for each weight type, whether it has a kernel that
+// computes a whole span (dotSpan): TileRows weight rows against up to
+// TileSpan activation rows as PrepareTile keeps them, each weight block
+// decoded once for all of them. Such a type's DotTile is a span of one
+// group.
+var hasDotSpan [gguf.TypeCount]bool
 
 // tilePack holds, for each activation type some tile kernel reads, the
 // function that lays n rows of nb blocks out for it, appending to dst,
@@ -109,7 +119,13 @@ func (d Dotter) DotTile(w []byte, wStride int, ta *TileActs, j int, out []float3
 	case outStride < TileRows || len(out) < (cols-1)*outStride+TileRows:
 		panic(fmt.Sprintf("quant: Dotter(%s).DotTile: %d outputs at stride %d for %d activation rows", d.t, len(out), outStride, cols))
 	}
-	if hasDotTile[d.t] && ta.vt == dotKernels[d.t].vt && (ta.groupBytes > 0 || tilePack[ta.vt].pack == nil) {
+	if hasDotSpan[d.t] && ta.vt == dotKernels[d.t].vt {
+		sub := *ta
+		sub.n = j + cols
+		dotSpan(d.t, w, wStride, &sub, j, d.nb, out, outStride)
+		return
+	}
+	if hasDotTile[d.t] && ta.vt == dotKernels[d.t].vt && ta.groupBytes > 0 {
 		var tile [TileCols][TileRows]float32
 		dotTile(d.t, w, wStride, ta, j, d.nb, &tile)
 		for c := range cols {
@@ -130,16 +146,48 @@ func (ta *TileActs) group(j int) []byte {
 	return ta.packed[g : g+ta.groupBytes]
 }
 
-// rowOffsets are the byte offsets, from row j, of the rows of the group
-// that starts there, for a tile kernel that reads the rows as they are:
-// in a last group of fewer than TileCols rows, the missing ones repeat
-// its last row, so that the kernel reads only rows ta holds (DotTile
-// keeps none of their results).
-func (ta *TileActs) rowOffsets(j int) [TileCols]int {
-	var offs [TileCols]int
-	last := min(TileCols, ta.n-j) - 1
+// rowOffsets are the byte offsets, from row j, of the rows of the span
+// that starts there, for a span kernel, which reads the rows as they
+// are: past the span's last row (ta's last, or j+TileSpan−1) they repeat
+// it, so that a kernel padding a span reads only rows ta holds.
+func (ta *TileActs) rowOffsets(j int) [TileSpan]int {
+	var offs [TileSpan]int
+	last := min(TileSpan, ta.n-j) - 1
 	for c := range offs {
 		offs[c] = min(c, last) * ta.rowBytes
 	}
 	return offs
+}
+
+// DotTileSpan is DotTile for activation rows j to min(j+TileSpan, end)−1,
+// out[c·outStride + r] being Dot(weight row r, activation row j+c); j
+// must be a multiple of TileCols and end at most the rows ta holds. A
+// weight type with a span kernel decodes each block of its four rows
+// once for all of them; any other type runs DotTile group by group.
+func (d Dotter) DotTileSpan(w []byte, wStride int, ta *TileActs, j, end int, out []float32, outStride int) {
+	if end < 0 || end > ta.n {
+		panic(fmt.Sprintf("quant: Dotter(%s).DotTileSpan: activation rows up to %d of %d", d.t, end, ta.n))
+	}
+	if end < ta.n {
+		sub := *ta
+		sub.n = end
+		ta = &sub
+	}
+	if !hasDotSpan[d.t] || ta.vt != dotKernels[d.t].vt {
+		for g := j; g < min(j+TileSpan, ta.n); g += TileCols {
+			d.DotTile(w, wStride, ta, g, out[(g-j)*outStride:], outStride)
+		}
+		return
+	}
+	cols := min(TileSpan, ta.n-j)
+	switch {
+	case wStride < d.wBytes || len(w) < (TileRows-1)*wStride+d.wBytes:
+		panic(fmt.Sprintf("quant: Dotter(%s).DotTileSpan: %d weight bytes at stride %d, want %d rows of %d", d.t, len(w), wStride, TileRows, d.wBytes))
+	case ta.rowBytes != d.aBytes || j < 0 || j%TileCols != 0 || cols <= 0:
+		panic(fmt.Sprintf("quant: Dotter(%s).DotTileSpan: activation rows %d of %d rows of %d bytes, want rows of %d from a multiple of %d",
+			d.t, j, ta.n, ta.rowBytes, d.aBytes, TileCols))
+	case outStride < TileRows || len(out) < (cols-1)*outStride+TileRows:
+		panic(fmt.Sprintf("quant: Dotter(%s).DotTileSpan: %d outputs at stride %d for %d activation rows", d.t, len(out), outStride, cols))
+	}
+	dotSpan(d.t, w, wStride, ta, j, d.nb, out, outStride)
 }

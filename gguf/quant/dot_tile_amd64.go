@@ -72,7 +72,17 @@ func init() {
 	tilePack[gguf.TypeQ8_0].pack = packTileQ8_0
 	tilePack[gguf.TypeQ8_0].blockBytes = tileQ8_0Block
 	hasDotTile[gguf.TypeQ8_0] = true
-	hasDotTile[gguf.TypeQ4_K] = true
+	hasDotSpan[gguf.TypeQ4_K] = true
+}
+
+// dotSpan runs the span kernel of weight type t (hasDotSpan[t]).
+func dotSpan(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, out []float32, outStride int) {
+	switch t {
+	case gguf.TypeQ4_K:
+		vecDotQ4_KSpan(w, stride, ta, j, nb, out, outStride)
+	default:
+		panic("quant: no span kernel for " + t.String())
+	}
 }
 
 // dotTile runs the tile kernel of weight type t (hasDotTile[t]) on the
@@ -81,8 +91,6 @@ func dotTile(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, tile *[
 	switch t {
 	case gguf.TypeQ8_0:
 		vecDotQ8_0TileAVX2(w, stride, ta.group(j), nb, tile)
-	case gguf.TypeQ4_K:
-		vecDotQ4_KTileAVX2(w, stride, ta, j, nb, tile)
 	default:
 		panic("quant: no tile kernel for " + t.String())
 	}
@@ -90,37 +98,50 @@ func dotTile(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, tile *[
 
 // tileKScratch is the working memory of the K-quants' tile kernels
 // (dot_q45k_amd64.s lays it out): per result (weight row r, activation
-// row c at r·TileCols + c), the single-row kernel's float accumulators;
-// and the current block of the four weight rows, decoded.
+// row c), the single-row kernel's float accumulators; and the current
+// block of the four weight rows, decoded.
 type tileKScratch struct {
-	acc    [TileRows * TileCols][8]float32
-	accM   [TileRows * TileCols][4]float32
+	acc    [TileRows][TileSpan][8]float32
+	accM   [TileRows][TileSpan][4]float32
 	levels [TileRows][8][32]byte
 	scales [TileRows][8][16]int16
-	mins   [TileRows][8]int16
+	mins   [TileRows][16]int16
 	d      [TileRows][2]float32
 }
 
 //go:noescape
-func dotQ4_KTileAVX2(w *byte, stride int, a *byte, offs *[TileCols]int, nb int, s *tileKScratch)
+func dotQ4_KTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
 
-// vecDotQ4_KTileAVX2 is the Q4_K tile kernel: four weight rows, stride
-// bytes apart, against the Q8_K rows of ta's group at row j; each result
-// reduced as dotQ4_KAVX2 reduces its accumulators.
-func vecDotQ4_KTileAVX2(w []byte, stride int, ta *TileActs, j, nb int, tile *[TileCols][TileRows]float32) {
+//go:noescape
+func dotQ4_KTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
+
+// vecDotQ4_KSpan is the Q4_K span kernel of the level in use: four
+// weight rows, stride bytes apart, against the Q8_K rows of ta from row
+// j, up to TileSpan of them, out[c·outStride + r] for weight row r and
+// activation row j+c; each result reduced as dotQ4_KAVX2 reduces its
+// accumulators. The kernels take activation rows four (AVX-512) or two
+// (AVX2) at a time: a span of another length is padded with its last
+// row, whose repeated results are not kept.
+func vecDotQ4_KSpan(w []byte, stride int, ta *TileActs, j, nb int, out []float32, outStride int) {
 	var s tileKScratch
+	cols := min(TileSpan, ta.n-j)
 	if nb > 0 {
 		_ = w[(TileRows-1)*stride+nb*blockQ4K-1]
 		offs := ta.rowOffsets(j)
 		a := ta.rows[j*ta.rowBytes:]
-		_ = a[offs[TileCols-1]+nb*blockQ8K-1]
-		dotQ4_KTileAVX2(unsafe.SliceData(w), stride, unsafe.SliceData(a), &offs, nb, &s)
+		_ = a[offs[cols-1]+nb*blockQ8K-1]
+		ncols := (cols + 3) &^ 3
+		if useAVX512() {
+			dotQ4_KTileAVX512(unsafe.SliceData(w), stride, unsafe.SliceData(a), &offs, ncols, nb, &s)
+		} else {
+			dotQ4_KTileAVX2(unsafe.SliceData(w), stride, unsafe.SliceData(a), &offs, ncols, nb, &s)
+		}
 	}
-	for c := range TileCols {
+	for c := range cols {
+		o := (*[TileRows]float32)(out[c*outStride:])
 		for r := range TileRows {
-			i := r*TileCols + c
-			m := &s.accM[i]
-			tile[c][r] = hsumFloat8(&s.acc[i]) + float32(float32(m[0]+m[2])+float32(m[1]+m[3]))
+			m := &s.accM[r][c]
+			o[r] = hsumFloat8(&s.acc[r][c]) + float32(float32(m[0]+m[2])+float32(m[1]+m[3]))
 		}
 	}
 }

@@ -28,7 +28,7 @@ func TestDotTileMatchesDot(t *testing.T) {
 			continue
 		}
 		t.Run(typ.String(), func(t *testing.T) {
-			if Kernels() != "generic" && slices.Contains(tiledTypes, typ) && !hasDotTile[typ] {
+			if Kernels() != "generic" && slices.Contains(tiledTypes, typ) && !hasDotTile[typ] && !hasDotSpan[typ] {
 				t.Fatalf("no %s tile kernel at the %s level", typ, Kernels())
 			}
 			maxBlocks, iters := 9, 40
@@ -40,7 +40,7 @@ func TestDotTileMatchesDot(t *testing.T) {
 			case typ == gguf.TypeQ8_0:
 				maxBlocks, iters = 40, 400
 			}
-			if hasDotTile[typ] {
+			if hasDotTile[typ] || hasDotSpan[typ] {
 				iters *= 4
 			}
 			if err := tileMismatch(typ, maxBlocks, iters); err != nil {
@@ -74,7 +74,7 @@ func tileMismatch(typ gguf.Type, maxBlocks, iters int) error {
 		for r := range TileRows {
 			copy(w[r*stride:], checkWeights(rng, typ, nb, (iter+r)%5))
 		}
-		n := 1 + rng.IntN(3*TileCols)
+		n := 1 + rng.IntN(3*TileSpan/2)
 		a := make([]byte, 0, n*d.aBytes)
 		for range n {
 			a = append(a, checkActivations(rng, vt, cols, cols/vbs*int(vt.BlockBytes()), rng.IntN(3))...)
@@ -100,6 +100,43 @@ func tileMismatch(typ gguf.Type, maxBlocks, iters int) error {
 					return fmt.Errorf("%s iteration %d, %d blocks, %d activation rows: weight row %d × activation row %d: DotTile %g (%#08x), Dot %g (%#08x)",
 						typ, iter, nb, n, r, j+c, got, math.Float32bits(got), want, math.Float32bits(want))
 				}
+			}
+		}
+		if err := spanMismatch(d, w, stride, &ta, a, n, rng); err != nil {
+			return fmt.Errorf("%s iteration %d, %d blocks: %w", typ, iter, nb, err)
+		}
+	}
+	return nil
+}
+
+// spanMismatch runs DotTileSpan over the n activation rows ta holds, or
+// over a random first part of them, and returns the first output that is
+// not Dot's, or that was written outside the span.
+func spanMismatch(d Dotter, w []byte, stride int, ta *TileActs, a []byte, n int, rng *rand.Rand) error {
+	outStride := TileRows + rng.IntN(3)*rng.IntN(20)
+	end := n
+	if rng.IntN(2) == 0 {
+		end = rng.IntN(n + 1) // a span that stops short of the rows ta holds
+	}
+	n = end
+	for j := 0; j < n; j += TileSpan {
+		out := make([]float32, TileSpan*outStride+TileRows)
+		for i := range out {
+			out[i] = math.Float32frombits(tileOutside)
+		}
+		d.DotTileSpan(w, stride, ta, j, end, out, outStride)
+		for i, got := range out {
+			c, r := i/outStride, i%outStride
+			if r >= TileRows || c >= TileSpan || j+c >= n {
+				if math.Float32bits(got) != tileOutside {
+					return fmt.Errorf("DotTileSpan(j=%d) wrote out[%d], outside its span", j, i)
+				}
+				continue
+			}
+			want := d.Dot(w[r*stride:r*stride+d.wBytes], a[(j+c)*d.aBytes:(j+c+1)*d.aBytes])
+			if !sameBits(got, want) {
+				return fmt.Errorf("%d activation rows: DotTileSpan(j=%d): weight row %d × activation row %d: %g (%#08x), Dot %g (%#08x)",
+					n, j, r, j+c, got, math.Float32bits(got), want, math.Float32bits(want))
 			}
 		}
 	}
@@ -179,6 +216,18 @@ func benchmarkDotTile(b *testing.B, typ gguf.Type) {
 		}
 		blocks(b)
 	})
+	b.Run("span", func(b *testing.B) {
+		var ta TileActs
+		for range b.N {
+			d.PrepareTile(&ta, a, n)
+			for j := 0; j < n; j += TileSpan {
+				for r := 0; r < rows; r += TileRows {
+					d.DotTileSpan(w[r*d.wBytes:], d.wBytes, &ta, j, n, out[j*rows+r:], rows)
+				}
+			}
+		}
+		blocks(b)
+	})
 	b.Run("dot4", func(b *testing.B) {
 		for range b.N {
 			for r := 0; r < rows; r += 4 {
@@ -208,7 +257,7 @@ func benchmarkDotTile(b *testing.B, typ gguf.Type) {
 func FuzzTileKernels(f *testing.F) {
 	var tiled []gguf.Type // the fuzzer's type byte picks one of these
 	for typ := range gguf.TypeCount {
-		if hasDotTile[typ] {
+		if hasDotTile[typ] || hasDotSpan[typ] {
 			tiled = append(tiled, typ)
 		}
 	}
@@ -224,7 +273,7 @@ func FuzzTileKernels(f *testing.F) {
 		if err != nil {
 			return
 		}
-		n := 1 + int(rows)%(2*TileCols)
+		n := 1 + int(rows)%(TileSpan+TileCols+1)
 		stride := d.wBytes + int(blocks)/6
 		w := make([]byte, (TileRows-1)*stride+d.wBytes)
 		a := make([]byte, n*d.aBytes)
@@ -236,16 +285,21 @@ func FuzzTileKernels(f *testing.F) {
 		}
 		var ta TileActs
 		d.PrepareTile(&ta, a, n)
-		out := make([]float32, 2*TileCols*TileRows)
+		tiles, spans := make([]float32, n*TileRows), make([]float32, n*TileRows)
 		for j := 0; j < n; j += TileCols {
-			d.DotTile(w, stride, &ta, j, out[j*TileRows:], TileRows)
+			d.DotTile(w, stride, &ta, j, tiles[j*TileRows:], TileRows)
+		}
+		for j := 0; j < n; j += TileSpan {
+			d.DotTileSpan(w, stride, &ta, j, n, spans[j*TileRows:], TileRows)
 		}
 		for c := range n {
 			for r := range TileRows {
 				want := referenceDots[ty].fn(w[r*stride:r*stride+d.wBytes], a[c*d.aBytes:(c+1)*d.aBytes], d.nb)
-				if got := out[c*TileRows+r]; !sameBits(got, want) {
-					t.Fatalf("%s, %d blocks, level %s: weight row %d × activation row %d of %d: %g (%#08x), reference %g (%#08x)",
-						ty, d.nb, Kernels(), r, c, n, got, math.Float32bits(got), want, math.Float32bits(want))
+				for name, out := range map[string][]float32{"DotTile": tiles, "DotTileSpan": spans} {
+					if got := out[c*TileRows+r]; !sameBits(got, want) {
+						t.Fatalf("%s, %d blocks, level %s: %s, weight row %d × activation row %d of %d: %g (%#08x), reference %g (%#08x)",
+							ty, d.nb, Kernels(), name, r, c, n, got, math.Float32bits(got), want, math.Float32bits(want))
+					}
 				}
 			}
 		}

@@ -13,9 +13,10 @@ import (
 const (
 	levelGeneric = iota // pure Go, the reference
 	levelAVX2           // AVX2, FMA and F16C (x86-64-v3)
+	levelAVX512         // and AVX-512 F, BW, VL and VNNI: 512-bit registers, VPDPWSSD
 )
 
-var levelNames = [...]string{levelGeneric: "generic", levelAVX2: "avx2"}
+var levelNames = [...]string{levelGeneric: "generic", levelAVX2: "avx2", levelAVX512: "avx512"}
 
 // kernelLevel is the level in use, and kernelErr why GGUFTOOL_KERNELS
 // could not be honoured (then the generic kernels run).
@@ -38,17 +39,19 @@ func pickLevel(request string, best int) (int, error) {
 		}
 		return l, nil
 	}
-	if request == "avx512" {
-		return levelGeneric, fmt.Errorf("GGUFTOOL_KERNELS=avx512: this build has no AVX-512 kernels (levels: %s)", strings.Join(levelNames[:best+1], ", "))
-	}
 	return levelGeneric, fmt.Errorf("GGUFTOOL_KERNELS=%q: unknown kernel level (levels here: %s)", request, strings.Join(levelNames[:best+1], ", "))
 }
 
 // useAVX2 says whether the AVX2 kernels replace the generic ones.
 func useAVX2() bool { return kernelLevel >= levelAVX2 }
 
+// useAVX512 says whether the AVX-512 kernels replace AVX2 ones, for the
+// types that have them (every other type keeps its AVX2 kernel).
+func useAVX512() bool { return kernelLevel >= levelAVX512 }
+
 // Kernels names the dot-product kernels in use: "generic" (pure Go, the
-// reference) or "avx2" (vector kernels, bit-identical to the reference).
+// reference), "avx2" or "avx512" (vector kernels, bit-identical to the
+// reference).
 func Kernels() string { return levelNames[kernelLevel] }
 
 // KernelLevels lists the levels this CPU and build can run, lowest first;

@@ -166,16 +166,17 @@ func tiledTokens(n int) int {
 const tileBlockBytes = 128 << 10
 
 // mulTiles computes tokens [0, nt) of weight rows [lo, hi), a multiple
-// of quant.TileRows rows, by tiles: block by block of rows, each block
-// against every group of tokens in turn.
+// of quant.TileRows rows, by spans of tiles: block by block of rows, each
+// block against every span of tokens in turn (a span decodes each weight
+// block once for all its tokens, where the type has a span kernel).
 func mulTiles(m *matrix, ta *quant.TileActs, nt, lo, hi int, out []float32) {
 	rb := m.rowBytes
 	step := max(quant.TileRows, tileBlockBytes/rb/quant.TileRows*quant.TileRows)
 	for r0 := lo; r0 < hi; r0 += step {
 		r1 := min(hi, r0+step)
-		for j := 0; j < nt; j += quant.TileCols {
+		for j := 0; j < nt; j += quant.TileSpan {
 			for r := r0; r < r1; r += quant.TileRows {
-				m.dot.DotTile(m.data[r*rb:(r+quant.TileRows)*rb], rb, ta, j, out[j*m.rows+r:], m.rows)
+				m.dot.DotTileSpan(m.data[r*rb:(r+quant.TileRows)*rb], rb, ta, j, nt, out[j*m.rows+r:], m.rows)
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gguftool/gguftool/cmd/gguftool/internal/cmdutil"
+	"github.com/gguftool/gguftool/gguf/quant"
 	"github.com/gguftool/gguftool/internal/iostreams"
 )
 
@@ -284,13 +286,21 @@ func TestKernelLevelRefused(t *testing.T) {
 		return cmd.ProcessState.ExitCode(), stderr.String()
 	}
 	model := filepath.Join(t.TempDir(), "missing.gguf") // never opened when the level is refused
-	for _, level := range []string{"avx512", "sse2", "AVX2 "} {
+	refused := []string{"sse2", "AVX2 ", "avx-512"}
+	for _, level := range []string{"avx2", "avx512"} {
+		if !slices.Contains(quant.KernelLevels(), level) {
+			refused = append(refused, level) // a real level, beyond this CPU
+		}
+	}
+	for _, level := range refused {
 		code, stderr := run(level, "inspect", model)
 		if code != cmdutil.ExitUsage || !strings.Contains(stderr, "GGUFTOOL_KERNELS=") {
 			t.Errorf("GGUFTOOL_KERNELS=%q: exit %d, stderr %q; want exit 2 naming the variable", level, code, stderr)
 		}
 	}
-	if code, stderr := run("generic", "inspect", model); code != cmdutil.ExitNotFound {
-		t.Errorf("GGUFTOOL_KERNELS=generic: exit %d (%s), want the missing file's exit %d", code, stderr, cmdutil.ExitNotFound)
+	for _, level := range quant.KernelLevels() {
+		if code, stderr := run(level, "inspect", model); code != cmdutil.ExitNotFound {
+			t.Errorf("GGUFTOOL_KERNELS=%s: exit %d (%s), want the missing file's exit %d", level, code, stderr, cmdutil.ExitNotFound)
+		}
 	}
 }

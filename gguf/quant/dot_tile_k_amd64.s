@@ -1,0 +1,335 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+#include "dot_k45_amd64.h"
+
+// Span kernels of the K-quants against Q8_K: four weight rows by up to
+// 32 activation rows (a span), each result bit for bit its pair's
+// single-row kernel (dot_q45k_amd64.s, dot_q36k_amd64.s). A block of the
+// four weight rows is decoded once into a scratch (levels as bytes, every
+// sub-block's scale broadcast to int16s, the mins, the f16 scales as
+// float32), and every activation row of the span is then multiplied
+// against those panels; per result, the scratch keeps the single-row
+// kernel's float accumulators (eight lanes and, for the mins, four),
+// updated with its operations in its order. The integer lanes are the
+// single-row kernel's: sums that no order of additions can change (they
+// neither overflow nor saturate), so computing them two or four
+// activation rows at a time, weights from the scratch, changes no bit.
+// Activation row c is a + offs[c]; the caller pads a span to a whole
+// number of steps by repeating its last row.
+//
+// The scratch (tileKScratch, dot_tile_amd64.go):
+#define tAcc 0       // [4][32][8]float32: weight row r, activation row c's eight lanes
+#define tAccM 4096   // [4][32][4]float32: its mins lanes (Q4_K) or summs (Q5_K, lane 0)
+#define tLevels 6144 // [4][8][32]byte: row r's sub-block j at 256r + 32j
+#define tScales 7168 // [4][8][16]int16: sub-block j's scale, broadcast
+#define tMins 8192   // [4][16]int16: row r's eight mins, twice
+#define tD 8320      // [4][2]float32: row r's d and dmin as float32
+
+// TK_DECODE_Q4K decodes the Q4_K block at SI (one row, r) into the
+// scratch at R13, with K45_SCALES (AX, BX, DX; masks R8–R10) and
+// Y1, Y2, Y12, Y15 (0x0F bytes).
+#define TK_SCALE(r, j) \
+	VPSHUFB scaleShuf<>+32*j(SB), Y12, Y1; \
+	VMOVDQU Y1, tScales+256*r+32*j(R13)
+
+#define TK_NIBBLES(r, p) \
+	VMOVDQU 16+32*p(SI), Y1; \
+	VPSRLW  $4, Y1, Y2; \
+	VPAND   Y15, Y1, Y1; \
+	VPAND   Y15, Y2, Y2; \
+	VMOVDQU Y1, tLevels+256*r+64*p(R13); \
+	VMOVDQU Y2, tLevels+256*r+64*p+32(R13)
+
+#define TK_DECODE_Q4K(r) \
+	K45_SCALES(SI, R8, R9, R10); \
+	TK_SCALE(r, 0); TK_SCALE(r, 1); TK_SCALE(r, 2); TK_SCALE(r, 3); \
+	TK_SCALE(r, 4); TK_SCALE(r, 5); TK_SCALE(r, 6); TK_SCALE(r, 7); \
+	VPSHUFB   minShuf<>(SB), X12, X1; \
+	VINSERTI128 $1, X1, Y1, Y1; \
+	VMOVDQU   Y1, tMins+32*r(R13); \
+	VMOVD     0(SI), X1; \
+	VCVTPH2PS X1, X1; \
+	VMOVQ     X1, tD+8*r(R13); \
+	TK_NIBBLES(r, 0); TK_NIBBLES(r, 1); TK_NIBBLES(r, 2); TK_NIBBLES(r, 3)
+
+// TK_ROWS multiplies sub-block j of the four rows' levels with the q8 of
+// two activation rows (Y8 from DI, Y9 from R12) and adds the scaled
+// lanes into Y0–Y3 (first activation row, weight rows 0–3) and Y4–Y7
+// (second).
+#define TK_ROW(r, j, acc0, acc1) \
+	VMOVDQU    tLevels+256*r+32*j(R13), Y10; \
+	VPMADDUBSW Y8, Y10, Y11; \
+	VPMADDUBSW Y9, Y10, Y12; \
+	VMOVDQU    tScales+256*r+32*j(R13), Y13; \
+	VPMADDWD   Y13, Y11, Y11; \
+	VPMADDWD   Y13, Y12, Y12; \
+	VPADDD     Y11, acc0, acc0; \
+	VPADDD     Y12, acc1, acc1
+
+#define TK_SUBBLOCK(j) \
+	VMOVDQU 4+32*j(DI), Y8; \
+	VMOVDQU 4+32*j(R12), Y9; \
+	TK_ROW(0, j, Y0, Y4); \
+	TK_ROW(1, j, Y1, Y5); \
+	TK_ROW(2, j, Y2, Y6); \
+	TK_ROW(3, j, Y3, Y7)
+
+// TK_FOLD adds one result's lanes of this block (acc, int32) into its
+// float accumulators at R9 (the first of the pair's results, c times 32
+// bytes) as the single-row kernel does: fma by d = d16·yd, yd the
+// activation row's scale, broadcast in Y15.
+#define TK_FOLD(r, acc, col) \
+	VBROADCASTSS tD+8*r(R13), Y13; \
+	VMULPS       Y15, Y13, Y13; \
+	VCVTDQ2PS    acc, acc; \
+	VMOVUPS      tAcc+1024*r+32*col(R13)(R9*1), Y14; \
+	VFMADD231PS  Y13, acc, Y14; \
+	VMOVUPS      Y14, tAcc+1024*r+32*col(R13)(R9*1)
+
+// TK_MINS_SETUP readies the mins of two activation rows, p0 and p1:
+// Y15 gets their VPHADDW'd bsums (p0's in the low half), Y14 their
+// scales yd, each broadcast over its half.
+#define TK_MINS_SETUP(p0, p1) \
+	VMOVDQU      260(p0), X15; \
+	VPHADDW      276(p0), X15, X15; \
+	VMOVDQU      260(p1), X14; \
+	VPHADDW      276(p1), X14, X14; \
+	VINSERTI128  $1, X14, Y15, Y15; \
+	VBROADCASTSS 0(p0), X14; \
+	VBROADCASTSS 0(p1), X13; \
+	VINSERTF128  $1, X13, Y14, Y14
+
+// TK_MINS_Q4K adds the mins lanes of this block into the four float
+// accumulators of weight row r with both activation rows (adjacent at
+// R10, 16 bytes a result): the row's mins times the bsums' pairs,
+// fnmadd'ed with dmin16·yd.
+#define TK_MINS_Q4K(r, col) \
+	VPMADDWD     tMins+32*r(R13), Y15, Y12; \
+	VCVTDQ2PS    Y12, Y12; \
+	VBROADCASTSS tD+8*r+4(R13), Y13; \
+	VMULPS       Y14, Y13, Y13; \
+	VMOVUPS      tAccM+512*r+16*col(R13)(R10*1), Y11; \
+	VFNMADD231PS Y13, Y12, Y11; \
+	VMOVUPS      Y11, tAccM+512*r+16*col(R13)(R10*1)
+
+#define TK_MINS_ROWS_Q4K(p0, p1, col) \
+	TK_MINS_SETUP(p0, p1); \
+	TK_MINS_Q4K(0, col); \
+	TK_MINS_Q4K(1, col); \
+	TK_MINS_Q4K(2, col); \
+	TK_MINS_Q4K(3, col)
+
+// func dotQ4_KTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
+//
+// For each block: the four weight rows decoded into the scratch, then
+// the ncols activation rows (each advanced a block at a time) two at a
+// time: their int32 lanes against every weight row, the mins, then the
+// lanes folded into each result's accumulators.
+TEXT ·dotQ4_KTileAVX2(SB), NOSPLIT, $24-56
+	MOVQ s+48(FP), R13
+	MOVQ w+0(FP), R11
+	MOVQ a+16(FP), AX
+	MOVQ AX, 0(SP)     // the activation rows' current block
+	MOVQ nb+40(FP), AX
+	MOVQ AX, 8(SP)     // blocks left
+	MOVQ ncols+32(FP), AX
+	SHLQ $5, AX
+	MOVQ AX, 16(SP)    // the end of the results' offsets
+
+q4kTileBlock:
+	MOVQ $0x3f3f3f3f3f3f3f3f, R8
+	MOVQ $0x3030303030303030, R9
+	MOVQ $0x0f0f0f0f0f0f0f0f, R10
+	VMOVQ R10, X15
+	VPBROADCASTQ X15, Y15
+	MOVQ R11, SI
+	TK_DECODE_Q4K(0)
+	ADDQ stride+8(FP), SI
+	TK_DECODE_Q4K(1)
+	ADDQ stride+8(FP), SI
+	TK_DECODE_Q4K(2)
+	ADDQ stride+8(FP), SI
+	TK_DECODE_Q4K(3)
+
+	XORQ R9, R9        // result offset of the pair's first activation row
+	XORQ R10, R10      // its mins offset
+	MOVQ offs+24(FP), CX
+
+q4kTilePair:
+	MOVQ 0(SP), DI
+	MOVQ DI, R12
+	ADDQ 0(CX), DI
+	ADDQ 8(CX), R12
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	TK_SUBBLOCK(0)
+	TK_SUBBLOCK(1)
+	TK_SUBBLOCK(2)
+	TK_SUBBLOCK(3)
+	TK_SUBBLOCK(4)
+	TK_SUBBLOCK(5)
+	TK_SUBBLOCK(6)
+	TK_SUBBLOCK(7)
+	TK_MINS_ROWS_Q4K(DI, R12, 0)
+	VBROADCASTSS 0(DI), Y15
+	TK_FOLD(0, Y0, 0)
+	TK_FOLD(1, Y1, 0)
+	TK_FOLD(2, Y2, 0)
+	TK_FOLD(3, Y3, 0)
+	VBROADCASTSS 0(R12), Y15
+	TK_FOLD(0, Y4, 1)
+	TK_FOLD(1, Y5, 1)
+	TK_FOLD(2, Y6, 1)
+	TK_FOLD(3, Y7, 1)
+	ADDQ $16, CX
+	ADDQ $64, R9
+	ADDQ $32, R10
+	CMPQ R9, 16(SP)
+	JLT  q4kTilePair
+
+	ADDQ $144, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  q4kTileBlock
+	VZEROUPPER
+	RET
+
+// The AVX-512 tile kernels take four activation rows at a time (DI, R12,
+// SI, BX) and two sub-blocks a step: 64 bytes of levels against 64 of
+// q8, VPMADDUBSW then VPDPWSSD with the two sub-blocks' broadcast scales
+// into one result's sixteen int32 lanes, sub-block 2p's in the low half
+// and 2p+1's in the high. At the end of a block the halves are added,
+// giving the eight lanes of the single-row kernel (integer sums in
+// another order), which fold into the accumulators as above. Results'
+// integer lanes live in Z0–Z15 (activation row q, weight row r: Z(4q+r)),
+// so the fold works in Y16 and up (EVEX), and the mins, whose VPHADDW has
+// no EVEX form, are folded before Z0–Z15 are taken.
+
+#define TZ_ROW(r, p, acc0, acc1, acc2, acc3) \
+	VMOVDQU64  tLevels+256*r+64*p(R13), Z20; \
+	VPMADDUBSW Z16, Z20, Z21; \
+	VPMADDUBSW Z17, Z20, Z22; \
+	VPMADDUBSW Z18, Z20, Z23; \
+	VPMADDUBSW Z19, Z20, Z24; \
+	VMOVDQU64  tScales+256*r+64*p(R13), Z25; \
+	VPDPWSSD   Z25, Z21, acc0; \
+	VPDPWSSD   Z25, Z22, acc1; \
+	VPDPWSSD   Z25, Z23, acc2; \
+	VPDPWSSD   Z25, Z24, acc3
+
+// TZ_PAIR runs sub-blocks 2p and 2p+1 of the four weight rows against the
+// four activation rows.
+#define TZ_PAIR(p) \
+	VMOVDQU64 4+64*p(DI), Z16; \
+	VMOVDQU64 4+64*p(R12), Z17; \
+	VMOVDQU64 4+64*p(SI), Z18; \
+	VMOVDQU64 4+64*p(BX), Z19; \
+	TZ_ROW(0, p, Z0, Z4, Z8, Z12); \
+	TZ_ROW(1, p, Z1, Z5, Z9, Z13); \
+	TZ_ROW(2, p, Z2, Z6, Z10, Z14); \
+	TZ_ROW(3, p, Z3, Z7, Z11, Z15)
+
+// TZ_FOLD adds the two halves of one result's lanes (accZ, accY its low
+// half) and folds them as TK_FOLD does, yd broadcast in Y19.
+#define TZ_FOLD(r, accZ, accY, col) \
+	VEXTRACTI64X4 $1, accZ, Y16; \
+	VPADDD        Y16, accY, Y16; \
+	VBROADCASTSS  tD+8*r(R13), Y17; \
+	VMULPS        Y19, Y17, Y17; \
+	VCVTDQ2PS     Y16, Y16; \
+	VMOVUPS       tAcc+1024*r+32*col(R13)(R9*1), Y18; \
+	VFMADD231PS   Y17, Y16, Y18; \
+	VMOVUPS       Y18, tAcc+1024*r+32*col(R13)(R9*1)
+
+#define TZ_FOLD_COL(p, q, a0, a1, a2, a3, y0, y1, y2, y3) \
+	VBROADCASTSS 0(p), Y19; \
+	TZ_FOLD(0, a0, y0, q); \
+	TZ_FOLD(1, a1, y1, q); \
+	TZ_FOLD(2, a2, y2, q); \
+	TZ_FOLD(3, a3, y3, q)
+
+// func dotQ4_KTileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
+TEXT ·dotQ4_KTileAVX512(SB), NOSPLIT, $24-56
+	MOVQ s+48(FP), R13
+	MOVQ w+0(FP), R11
+	MOVQ a+16(FP), AX
+	MOVQ AX, 0(SP)
+	MOVQ nb+40(FP), AX
+	MOVQ AX, 8(SP)
+	MOVQ ncols+32(FP), AX
+	SHLQ $5, AX
+	MOVQ AX, 16(SP)
+
+q4kTileZBlock:
+	MOVQ $0x3f3f3f3f3f3f3f3f, R8
+	MOVQ $0x3030303030303030, R9
+	MOVQ $0x0f0f0f0f0f0f0f0f, R10
+	VMOVQ R10, X15
+	VPBROADCASTQ X15, Y15
+	MOVQ R11, SI
+	TK_DECODE_Q4K(0)
+	ADDQ stride+8(FP), SI
+	TK_DECODE_Q4K(1)
+	ADDQ stride+8(FP), SI
+	TK_DECODE_Q4K(2)
+	ADDQ stride+8(FP), SI
+	TK_DECODE_Q4K(3)
+
+	XORQ R9, R9
+	XORQ R10, R10
+	MOVQ offs+24(FP), CX
+
+q4kTileZQuad:
+	MOVQ 0(SP), DI
+	MOVQ DI, R12
+	MOVQ DI, SI
+	MOVQ DI, BX
+	ADDQ 0(CX), DI
+	ADDQ 8(CX), R12
+	ADDQ 16(CX), SI
+	ADDQ 24(CX), BX
+	TK_MINS_ROWS_Q4K(DI, R12, 0)
+	TK_MINS_ROWS_Q4K(SI, BX, 2)
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	TZ_PAIR(0)
+	TZ_PAIR(1)
+	TZ_PAIR(2)
+	TZ_PAIR(3)
+	TZ_FOLD_COL(DI, 0, Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
+	TZ_FOLD_COL(R12, 1, Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7)
+	TZ_FOLD_COL(SI, 2, Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11)
+	TZ_FOLD_COL(BX, 3, Z12, Z13, Z14, Z15, Y12, Y13, Y14, Y15)
+	ADDQ $32, CX
+	ADDQ $128, R9
+	ADDQ $64, R10
+	CMPQ R9, 16(SP)
+	JLT  q4kTileZQuad
+
+	ADDQ $144, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  q4kTileZBlock
+	VZEROUPPER
+	RET
