@@ -73,16 +73,12 @@ func init() {
 	tilePack[gguf.TypeQ8_0].blockBytes = tileQ8_0Block
 	hasDotTile[gguf.TypeQ8_0] = true
 	hasDotSpan[gguf.TypeQ4_K] = true
+	hasDotSpan[gguf.TypeQ6_K] = true
 }
 
 // dotSpan runs the span kernel of weight type t (hasDotSpan[t]).
 func dotSpan(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, out []float32, outStride int) {
-	switch t {
-	case gguf.TypeQ4_K:
-		vecDotQ4_KSpan(w, stride, ta, j, nb, out, outStride)
-	default:
-		panic("quant: no span kernel for " + t.String())
-	}
+	vecDotKSpan(t, w, stride, ta, j, nb, out, outStride)
 }
 
 // dotTile runs the tile kernel of weight type t (hasDotTile[t]) on the
@@ -115,33 +111,50 @@ func dotQ4_KTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, n
 //go:noescape
 func dotQ4_KTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
 
-// vecDotQ4_KSpan is the Q4_K span kernel of the level in use: four
+//go:noescape
+func dotQ6_KTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
+
+//go:noescape
+func dotQ6_KTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
+
+// vecDotKSpan is the span kernel of K-quant t at the level in use: four
 // weight rows, stride bytes apart, against the Q8_K rows of ta from row
 // j, up to TileSpan of them, out[c·outStride + r] for weight row r and
-// activation row j+c; each result reduced as dotQ4_KAVX2 reduces its
-// accumulators. The kernels take activation rows four (AVX-512) or two
-// (AVX2) at a time: a span of another length is padded with its last
-// row, whose repeated results are not kept.
-func vecDotQ4_KSpan(w []byte, stride int, ta *TileActs, j, nb int, out []float32, outStride int) {
+// activation row j+c; each result reduced as t's single-row kernel
+// reduces its accumulators. The kernels take activation rows four
+// (AVX-512) or two (AVX2) at a time: a span of another length is padded
+// with its last row, whose repeated results are not kept.
+func vecDotKSpan(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, out []float32, outStride int) {
 	var s tileKScratch
 	cols := min(TileSpan, ta.n-j)
 	if nb > 0 {
-		_ = w[(TileRows-1)*stride+nb*blockQ4K-1]
+		_ = w[(TileRows-1)*stride+nb*int(t.BlockBytes())-1]
 		offs := ta.rowOffsets(j)
 		a := ta.rows[j*ta.rowBytes:]
 		_ = a[offs[cols-1]+nb*blockQ8K-1]
-		ncols := (cols + 3) &^ 3
-		if useAVX512() {
-			dotQ4_KTileAVX512(unsafe.SliceData(w), stride, unsafe.SliceData(a), &offs, ncols, nb, &s)
-		} else {
-			dotQ4_KTileAVX2(unsafe.SliceData(w), stride, unsafe.SliceData(a), &offs, ncols, nb, &s)
+		wp, ap, ncols := unsafe.SliceData(w), unsafe.SliceData(a), (cols+3)&^3
+		switch z := useAVX512(); {
+		case t == gguf.TypeQ4_K && z:
+			dotQ4_KTileAVX512(wp, stride, ap, &offs, ncols, nb, &s)
+		case t == gguf.TypeQ4_K:
+			dotQ4_KTileAVX2(wp, stride, ap, &offs, ncols, nb, &s)
+		case t == gguf.TypeQ6_K && z:
+			dotQ6_KTileAVX512(wp, stride, ap, &offs, ncols, nb, &s)
+		case t == gguf.TypeQ6_K:
+			dotQ6_KTileAVX2(wp, stride, ap, &offs, ncols, nb, &s)
+		default:
+			panic("quant: no span kernel for " + t.String())
 		}
 	}
 	for c := range cols {
 		o := (*[TileRows]float32)(out[c*outStride:])
 		for r := range TileRows {
-			m := &s.accM[r][c]
-			o[r] = hsumFloat8(&s.acc[r][c]) + float32(float32(m[0]+m[2])+float32(m[1]+m[3]))
+			o[r] = hsumFloat8(&s.acc[r][c])
+			if t == gguf.TypeQ4_K {
+				// acc_m's reduction: lanes 0+2 and 1+3, then those two.
+				m := &s.accM[r][c]
+				o[r] += float32(float32(m[0]+m[2]) + float32(m[1]+m[3]))
+			}
 		}
 	}
 }

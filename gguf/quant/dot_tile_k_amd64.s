@@ -333,3 +333,256 @@ q4kTileZQuad:
 	JNZ  q4kTileZBlock
 	VZEROUPPER
 	RET
+
+// Q6_K: levels 0…63 as stored, multiplied by q8 as they are, with the
+// offset of 32 taken off each block's lanes afterwards through the
+// activation row's bsums (q6KLanes): lane t loses
+// 32·(bsum[2t]·sc[2t] + bsum[2t+1]·sc[2t+1]), VPMADDWD of the bsums with
+// the row's sixteen scales as int16s (kept where Q4_K keeps its mins).
+// Sub-block c holds scale sc[2c] over its first sixteen values and
+// sc[2c+1] over the rest, so its broadcast scales are sc[2c] in the low
+// eight int16s and sc[2c+1] in the high eight.
+
+// q6Idx<> holds the dword indices 0…7, each broadcast by VPBROADCASTD
+// to select sub-block c's pair of scales with VPERMD.
+DATA q6Idx<>+0x00(SB)/8, $0x0000000100000000
+DATA q6Idx<>+0x08(SB)/8, $0x0000000300000002
+DATA q6Idx<>+0x10(SB)/8, $0x0000000500000004
+DATA q6Idx<>+0x18(SB)/8, $0x0000000700000006
+GLOBL q6Idx<>(SB), RODATA|NOPTR, $32
+
+// q6ScaleShuf<> spreads a pair of int16 scales (repeated in every
+// dword) as the first over the low half and the second over the high.
+DATA q6ScaleShuf<>+0x00(SB)/8, $0x0100010001000100
+DATA q6ScaleShuf<>+0x08(SB)/8, $0x0100010001000100
+DATA q6ScaleShuf<>+0x10(SB)/8, $0x0302030203020302
+DATA q6ScaleShuf<>+0x18(SB)/8, $0x0302030203020302
+GLOBL q6ScaleShuf<>(SB), RODATA|NOPTR, $32
+
+#define TK_Q6_SCALE(r, c) \
+	VPBROADCASTD q6Idx<>+4*c(SB), Y2; \
+	VPERMD       Y1, Y2, Y3; \
+	VPSHUFB      q6ScaleShuf<>(SB), Y3, Y3; \
+	VMOVDQU      Y3, tScales+256*r+32*c(R13)
+
+// TK_Q6_LEVEL stores a sub-block's levels at off(R13): the nibble in lo
+// (already shifted down or not) masked by Y15 (0x0F), OR the two high
+// bits, brought to bits 4–5 in hi and masked by Y14 (0x30).
+#define TK_Q6_LEVEL(off, lo, hi) \
+	VPAND   Y15, lo, lo; \
+	VPAND   Y14, hi, hi; \
+	VPOR    hi, lo, lo; \
+	VMOVDQU lo, off(R13)
+
+// TK_Q6_HALF decodes sub-blocks 4j … 4j+3 of the row at SI: ql[64j:] and
+// ql[64j+32:] give the nibbles (low, then high), qh[32j:] bits 2k, 2k+1
+// for sub-block 4j+k. Word shifts keep each byte's bits apart where the
+// masks look (left by at most 4 into bits 4–5, right by 2 from 6–7).
+#define TK_Q6_HALF(r, j) \
+	VMOVDQU 64*j(SI), Y1; \
+	VMOVDQU 64*j+32(SI), Y2; \
+	VMOVDQU 128+32*j(SI), Y3; \
+	VMOVDQA Y1, Y4; \
+	VPSLLW  $4, Y3, Y5; \
+	TK_Q6_LEVEL(tLevels+256*r+128*j, Y4, Y5); \
+	VMOVDQA Y2, Y4; \
+	VPSLLW  $2, Y3, Y5; \
+	TK_Q6_LEVEL(tLevels+256*r+128*j+32, Y4, Y5); \
+	VPSRLW  $4, Y1, Y4; \
+	VMOVDQA Y3, Y5; \
+	TK_Q6_LEVEL(tLevels+256*r+128*j+64, Y4, Y5); \
+	VPSRLW  $4, Y2, Y4; \
+	VPSRLW  $2, Y3, Y5; \
+	TK_Q6_LEVEL(tLevels+256*r+128*j+96, Y4, Y5)
+
+// TK_DECODE_Q6K decodes the Q6_K block at SI (row r) into the scratch:
+// the sixteen scales as int16s, each sub-block's broadcast, d as
+// float32, the levels; with AX and Y1–Y5, Y14 (0x30) and Y15 (0x0F).
+#define TK_DECODE_Q6K(r) \
+	VPMOVSXBW 192(SI), Y1; \
+	VMOVDQU   Y1, tMins+32*r(R13); \
+	TK_Q6_SCALE(r, 0); TK_Q6_SCALE(r, 1); TK_Q6_SCALE(r, 2); TK_Q6_SCALE(r, 3); \
+	TK_Q6_SCALE(r, 4); TK_Q6_SCALE(r, 5); TK_Q6_SCALE(r, 6); TK_Q6_SCALE(r, 7); \
+	MOVWLZX   208(SI), AX; \
+	VMOVD     AX, X2; \
+	VCVTPH2PS X2, X2; \
+	VMOVSS    X2, tD+8*r(R13); \
+	TK_Q6_HALF(r, 0); \
+	TK_Q6_HALF(r, 1)
+
+#define TK_DECODE_Q6K_ROWS \
+	MOVQ $0x0f0f0f0f0f0f0f0f, AX; \
+	VMOVQ AX, X15; \
+	VPBROADCASTQ X15, Y15; \
+	MOVQ $0x3030303030303030, AX; \
+	VMOVQ AX, X14; \
+	VPBROADCASTQ X14, Y14; \
+	MOVQ R11, SI; \
+	TK_DECODE_Q6K(0); \
+	ADDQ stride+8(FP), SI; \
+	TK_DECODE_Q6K(1); \
+	ADDQ stride+8(FP), SI; \
+	TK_DECODE_Q6K(2); \
+	ADDQ stride+8(FP), SI; \
+	TK_DECODE_Q6K(3)
+
+// TK_Q6_OFFSET takes the offset's share off one result's lanes: the
+// activation row's bsums (Y15) times the row's scales, times 32.
+#define TK_Q6_OFFSET(r, acc) \
+	VPMADDWD tMins+32*r(R13), Y15, Y13; \
+	VPSLLD   $5, Y13, Y13; \
+	VPSUBD   Y13, acc, acc
+
+// TK_Q6_FINISH_COL offsets and folds the four results of activation row
+// p (col 0 or 1 of the pair), whose lanes are in a0–a3.
+#define TK_Q6_FINISH_COL(p, col, a0, a1, a2, a3) \
+	VMOVDQU      260(p), Y15; \
+	TK_Q6_OFFSET(0, a0); \
+	TK_Q6_OFFSET(1, a1); \
+	TK_Q6_OFFSET(2, a2); \
+	TK_Q6_OFFSET(3, a3); \
+	VBROADCASTSS 0(p), Y15; \
+	TK_FOLD(0, a0, col); \
+	TK_FOLD(1, a1, col); \
+	TK_FOLD(2, a2, col); \
+	TK_FOLD(3, a3, col)
+
+// func dotQ6_KTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
+//
+// dotQ4_KTileAVX2's loops with Q6_K's decoding, no mins, and the offset
+// taken off the lanes before they fold.
+TEXT ·dotQ6_KTileAVX2(SB), NOSPLIT, $24-56
+	MOVQ s+48(FP), R13
+	MOVQ w+0(FP), R11
+	MOVQ a+16(FP), AX
+	MOVQ AX, 0(SP)
+	MOVQ nb+40(FP), AX
+	MOVQ AX, 8(SP)
+	MOVQ ncols+32(FP), AX
+	SHLQ $5, AX
+	MOVQ AX, 16(SP)
+
+q6kTileBlock:
+	TK_DECODE_Q6K_ROWS
+	XORQ R9, R9
+	MOVQ offs+24(FP), CX
+
+q6kTilePair:
+	MOVQ 0(SP), DI
+	MOVQ DI, R12
+	ADDQ 0(CX), DI
+	ADDQ 8(CX), R12
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	TK_SUBBLOCK(0)
+	TK_SUBBLOCK(1)
+	TK_SUBBLOCK(2)
+	TK_SUBBLOCK(3)
+	TK_SUBBLOCK(4)
+	TK_SUBBLOCK(5)
+	TK_SUBBLOCK(6)
+	TK_SUBBLOCK(7)
+	TK_Q6_FINISH_COL(DI, 0, Y0, Y1, Y2, Y3)
+	TK_Q6_FINISH_COL(R12, 1, Y4, Y5, Y6, Y7)
+	ADDQ $16, CX
+	ADDQ $64, R9
+	CMPQ R9, 16(SP)
+	JLT  q6kTilePair
+
+	ADDQ $210, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  q6kTileBlock
+	VZEROUPPER
+	RET
+
+// TZ_Q6_FINISH adds the halves of one result's lanes, takes the offset's
+// share off (bsums in Y20) and folds them (yd broadcast in Y19).
+#define TZ_Q6_FINISH(r, accZ, accY, col) \
+	VEXTRACTI64X4 $1, accZ, Y16; \
+	VPADDD        Y16, accY, Y16; \
+	VPMADDWD      tMins+32*r(R13), Y20, Y17; \
+	VPSLLD        $5, Y17, Y17; \
+	VPSUBD        Y17, Y16, Y16; \
+	VBROADCASTSS  tD+8*r(R13), Y17; \
+	VMULPS        Y19, Y17, Y17; \
+	VCVTDQ2PS     Y16, Y16; \
+	VMOVUPS       tAcc+1024*r+32*col(R13)(R9*1), Y18; \
+	VFMADD231PS   Y17, Y16, Y18; \
+	VMOVUPS       Y18, tAcc+1024*r+32*col(R13)(R9*1)
+
+#define TZ_Q6_FINISH_COL(p, q, a0, a1, a2, a3, y0, y1, y2, y3) \
+	VMOVDQU32    260(p), Y20; \
+	VBROADCASTSS 0(p), Y19; \
+	TZ_Q6_FINISH(0, a0, y0, q); \
+	TZ_Q6_FINISH(1, a1, y1, q); \
+	TZ_Q6_FINISH(2, a2, y2, q); \
+	TZ_Q6_FINISH(3, a3, y3, q)
+
+// func dotQ6_KTileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
+TEXT ·dotQ6_KTileAVX512(SB), NOSPLIT, $24-56
+	MOVQ s+48(FP), R13
+	MOVQ w+0(FP), R11
+	MOVQ a+16(FP), AX
+	MOVQ AX, 0(SP)
+	MOVQ nb+40(FP), AX
+	MOVQ AX, 8(SP)
+	MOVQ ncols+32(FP), AX
+	SHLQ $5, AX
+	MOVQ AX, 16(SP)
+
+q6kTileZBlock:
+	TK_DECODE_Q6K_ROWS
+	XORQ R9, R9
+	MOVQ offs+24(FP), CX
+
+q6kTileZQuad:
+	MOVQ 0(SP), DI
+	MOVQ DI, R12
+	MOVQ DI, SI
+	MOVQ DI, BX
+	ADDQ 0(CX), DI
+	ADDQ 8(CX), R12
+	ADDQ 16(CX), SI
+	ADDQ 24(CX), BX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	TZ_PAIR(0)
+	TZ_PAIR(1)
+	TZ_PAIR(2)
+	TZ_PAIR(3)
+	TZ_Q6_FINISH_COL(DI, 0, Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
+	TZ_Q6_FINISH_COL(R12, 1, Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7)
+	TZ_Q6_FINISH_COL(SI, 2, Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11)
+	TZ_Q6_FINISH_COL(BX, 3, Z12, Z13, Z14, Z15, Y12, Y13, Y14, Y15)
+	ADDQ $32, CX
+	ADDQ $128, R9
+	CMPQ R9, 16(SP)
+	JLT  q6kTileZQuad
+
+	ADDQ $210, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  q6kTileZBlock
+	VZEROUPPER
+	RET
