@@ -73,6 +73,7 @@ func init() {
 	tilePack[gguf.TypeQ8_0].blockBytes = tileQ8_0Block
 	hasDotTile[gguf.TypeQ8_0] = true
 	hasDotSpan[gguf.TypeQ4_K] = true
+	hasDotSpan[gguf.TypeQ5_K] = true
 	hasDotSpan[gguf.TypeQ6_K] = true
 }
 
@@ -112,6 +113,12 @@ func dotQ4_KTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, n
 func dotQ4_KTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
 
 //go:noescape
+func dotQ5_KTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
+
+//go:noescape
+func dotQ5_KTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
+
+//go:noescape
 func dotQ6_KTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
 
 //go:noescape
@@ -138,6 +145,10 @@ func vecDotKSpan(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, out
 			dotQ4_KTileAVX512(wp, stride, ap, &offs, ncols, nb, &s)
 		case t == gguf.TypeQ4_K:
 			dotQ4_KTileAVX2(wp, stride, ap, &offs, ncols, nb, &s)
+		case t == gguf.TypeQ5_K && z:
+			dotQ5_KTileAVX512(wp, stride, ap, &offs, ncols, nb, &s)
+		case t == gguf.TypeQ5_K:
+			dotQ5_KTileAVX2(wp, stride, ap, &offs, ncols, nb, &s)
 		case t == gguf.TypeQ6_K && z:
 			dotQ6_KTileAVX512(wp, stride, ap, &offs, ncols, nb, &s)
 		case t == gguf.TypeQ6_K:
@@ -150,10 +161,11 @@ func vecDotKSpan(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, out
 		o := (*[TileRows]float32)(out[c*outStride:])
 		for r := range TileRows {
 			o[r] = hsumFloat8(&s.acc[r][c])
-			if t == gguf.TypeQ4_K {
-				// acc_m's reduction: lanes 0+2 and 1+3, then those two.
-				m := &s.accM[r][c]
+			switch m := &s.accM[r][c]; t {
+			case gguf.TypeQ4_K: // acc_m's reduction: lanes 0+2 and 1+3, then those two
 				o[r] += float32(float32(m[0]+m[2]) + float32(m[1]+m[3]))
+			case gguf.TypeQ5_K: // summs
+				o[r] += m[0]
 			}
 		}
 	}

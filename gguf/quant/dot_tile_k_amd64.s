@@ -41,7 +41,9 @@
 	VMOVDQU Y1, tLevels+256*r+64*p(R13); \
 	VMOVDQU Y2, tLevels+256*r+64*p+32(R13)
 
-#define TK_DECODE_Q4K(r) \
+// TK_K45_HEADER decodes what Q4_K and Q5_K blocks share: the scales
+// (broadcast), the mins (twice) and d, dmin as float32.
+#define TK_K45_HEADER(r) \
 	K45_SCALES(SI, R8, R9, R10); \
 	TK_SCALE(r, 0); TK_SCALE(r, 1); TK_SCALE(r, 2); TK_SCALE(r, 3); \
 	TK_SCALE(r, 4); TK_SCALE(r, 5); TK_SCALE(r, 6); TK_SCALE(r, 7); \
@@ -50,8 +52,46 @@
 	VMOVDQU   Y1, tMins+32*r(R13); \
 	VMOVD     0(SI), X1; \
 	VCVTPH2PS X1, X1; \
-	VMOVQ     X1, tD+8*r(R13); \
+	VMOVQ     X1, tD+8*r(R13)
+
+#define TK_DECODE_Q4K(r) \
+	TK_K45_HEADER(r); \
 	TK_NIBBLES(r, 0); TK_NIBBLES(r, 1); TK_NIBBLES(r, 2); TK_NIBBLES(r, 3)
+
+// TK_Q5_RUN stores sub-blocks 2p and 2p+1 of a Q5_K row: the nibbles of
+// qs[32p:] with bit 2p and bit 2p+1 of qh (Y3), already moved to bit 4
+// in lo and hi, masked by Y14 (0x10) and ORed in as 16.
+#define TK_Q5_RUN(r, p, lo, hi) \
+	VMOVDQU 48+32*p(SI), Y1; \
+	VPSRLW  $4, Y1, Y2; \
+	VPAND   Y15, Y1, Y1; \
+	VPAND   Y15, Y2, Y2; \
+	VPAND   Y14, lo, lo; \
+	VPAND   Y14, hi, hi; \
+	VPOR    lo, Y1, Y1; \
+	VPOR    hi, Y2, Y2; \
+	VMOVDQU Y1, tLevels+256*r+64*p(R13); \
+	VMOVDQU Y2, tLevels+256*r+64*p+32(R13)
+
+// TK_DECODE_Q5K decodes the Q5_K block at SI (row r): Q4_K's header,
+// then each sub-block j's levels, bit j of qh[b] brought to bit 4 by a
+// word shift of 4−j (left) or j−4 (right), which moves no bit across a
+// byte where the mask looks (Q5_HIGH).
+#define TK_DECODE_Q5K(r) \
+	TK_K45_HEADER(r); \
+	VMOVDQU 16(SI), Y3; \
+	VPSLLW  $4, Y3, Y4; \
+	VPSLLW  $3, Y3, Y5; \
+	TK_Q5_RUN(r, 0, Y4, Y5); \
+	VPSLLW  $2, Y3, Y4; \
+	VPSLLW  $1, Y3, Y5; \
+	TK_Q5_RUN(r, 1, Y4, Y5); \
+	VMOVDQA Y3, Y4; \
+	VPSRLW  $1, Y3, Y5; \
+	TK_Q5_RUN(r, 2, Y4, Y5); \
+	VPSRLW  $2, Y3, Y4; \
+	VPSRLW  $3, Y3, Y5; \
+	TK_Q5_RUN(r, 3, Y4, Y5)
 
 // TK_ROWS multiplies sub-block j of the four rows' levels with the q8 of
 // two activation rows (Y8 from DI, Y9 from R12) and adds the scaled
@@ -112,6 +152,28 @@
 	VMOVUPS      tAccM+512*r+16*col(R13)(R10*1), Y11; \
 	VFNMADD231PS Y13, Y12, Y11; \
 	VMOVUPS      Y11, tAccM+512*r+16*col(R13)(R10*1)
+
+// TK_MINS_Q5K adds the mins of this block into the summs of weight row
+// r with both activation rows (lane 0 of each result's accumulators at
+// R10): the four mins lanes added into one int32 (VPHADDD twice puts the
+// total in every lane of a half), fnmadd'ed with dmin16·yd.
+#define TK_MINS_Q5K(r, col) \
+	VPMADDWD     tMins+32*r(R13), Y15, Y12; \
+	VPHADDD      Y12, Y12, Y12; \
+	VPHADDD      Y12, Y12, Y12; \
+	VCVTDQ2PS    Y12, Y12; \
+	VBROADCASTSS tD+8*r+4(R13), Y13; \
+	VMULPS       Y14, Y13, Y13; \
+	VMOVUPS      tAccM+512*r+16*col(R13)(R10*1), Y11; \
+	VFNMADD231PS Y13, Y12, Y11; \
+	VMOVUPS      Y11, tAccM+512*r+16*col(R13)(R10*1)
+
+#define TK_MINS_ROWS_Q5K(p0, p1, col) \
+	TK_MINS_SETUP(p0, p1); \
+	TK_MINS_Q5K(0, col); \
+	TK_MINS_Q5K(1, col); \
+	TK_MINS_Q5K(2, col); \
+	TK_MINS_Q5K(3, col)
 
 #define TK_MINS_ROWS_Q4K(p0, p1, col) \
 	TK_MINS_SETUP(p0, p1); \
@@ -584,5 +646,168 @@ q6kTileZQuad:
 	ADDQ $292, 0(SP)
 	DECQ 8(SP)
 	JNZ  q6kTileZBlock
+	VZEROUPPER
+	RET
+
+// func dotQ5_KTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
+//
+// dotQ4_KTileAVX2 with Q5_K's levels and its mins as one summs a result.
+TEXT ·dotQ5_KTileAVX2(SB), NOSPLIT, $24-56
+	MOVQ s+48(FP), R13
+	MOVQ w+0(FP), R11
+	MOVQ a+16(FP), AX
+	MOVQ AX, 0(SP)     // the activation rows' current block
+	MOVQ nb+40(FP), AX
+	MOVQ AX, 8(SP)     // blocks left
+	MOVQ ncols+32(FP), AX
+	SHLQ $5, AX
+	MOVQ AX, 16(SP)    // the end of the results' offsets
+
+q5kTileBlock:
+	MOVQ $0x3f3f3f3f3f3f3f3f, R8
+	MOVQ $0x3030303030303030, R9
+	MOVQ $0x0f0f0f0f0f0f0f0f, R10
+	VMOVQ R10, X15
+	VPBROADCASTQ X15, Y15
+	MOVQ $0x1010101010101010, AX
+	VMOVQ AX, X14
+	VPBROADCASTQ X14, Y14
+	MOVQ R11, SI
+	TK_DECODE_Q5K(0)
+	ADDQ stride+8(FP), SI
+	TK_DECODE_Q5K(1)
+	ADDQ stride+8(FP), SI
+	TK_DECODE_Q5K(2)
+	ADDQ stride+8(FP), SI
+	TK_DECODE_Q5K(3)
+
+	XORQ R9, R9        // result offset of the pair's first activation row
+	XORQ R10, R10      // its mins offset
+	MOVQ offs+24(FP), CX
+
+q5kTilePair:
+	MOVQ 0(SP), DI
+	MOVQ DI, R12
+	ADDQ 0(CX), DI
+	ADDQ 8(CX), R12
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	TK_SUBBLOCK(0)
+	TK_SUBBLOCK(1)
+	TK_SUBBLOCK(2)
+	TK_SUBBLOCK(3)
+	TK_SUBBLOCK(4)
+	TK_SUBBLOCK(5)
+	TK_SUBBLOCK(6)
+	TK_SUBBLOCK(7)
+	TK_MINS_ROWS_Q5K(DI, R12, 0)
+	VBROADCASTSS 0(DI), Y15
+	TK_FOLD(0, Y0, 0)
+	TK_FOLD(1, Y1, 0)
+	TK_FOLD(2, Y2, 0)
+	TK_FOLD(3, Y3, 0)
+	VBROADCASTSS 0(R12), Y15
+	TK_FOLD(0, Y4, 1)
+	TK_FOLD(1, Y5, 1)
+	TK_FOLD(2, Y6, 1)
+	TK_FOLD(3, Y7, 1)
+	ADDQ $16, CX
+	ADDQ $64, R9
+	ADDQ $32, R10
+	CMPQ R9, 16(SP)
+	JLT  q5kTilePair
+
+	ADDQ $176, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  q5kTileBlock
+	VZEROUPPER
+	RET
+
+// func dotQ5_KTileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
+TEXT ·dotQ5_KTileAVX512(SB), NOSPLIT, $24-56
+	MOVQ s+48(FP), R13
+	MOVQ w+0(FP), R11
+	MOVQ a+16(FP), AX
+	MOVQ AX, 0(SP)
+	MOVQ nb+40(FP), AX
+	MOVQ AX, 8(SP)
+	MOVQ ncols+32(FP), AX
+	SHLQ $5, AX
+	MOVQ AX, 16(SP)
+
+q5kTileZBlock:
+	MOVQ $0x3f3f3f3f3f3f3f3f, R8
+	MOVQ $0x3030303030303030, R9
+	MOVQ $0x0f0f0f0f0f0f0f0f, R10
+	VMOVQ R10, X15
+	VPBROADCASTQ X15, Y15
+	MOVQ $0x1010101010101010, AX
+	VMOVQ AX, X14
+	VPBROADCASTQ X14, Y14
+	MOVQ R11, SI
+	TK_DECODE_Q5K(0)
+	ADDQ stride+8(FP), SI
+	TK_DECODE_Q5K(1)
+	ADDQ stride+8(FP), SI
+	TK_DECODE_Q5K(2)
+	ADDQ stride+8(FP), SI
+	TK_DECODE_Q5K(3)
+
+	XORQ R9, R9
+	XORQ R10, R10
+	MOVQ offs+24(FP), CX
+
+q5kTileZQuad:
+	MOVQ 0(SP), DI
+	MOVQ DI, R12
+	MOVQ DI, SI
+	MOVQ DI, BX
+	ADDQ 0(CX), DI
+	ADDQ 8(CX), R12
+	ADDQ 16(CX), SI
+	ADDQ 24(CX), BX
+	TK_MINS_ROWS_Q5K(DI, R12, 0)
+	TK_MINS_ROWS_Q5K(SI, BX, 2)
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	TZ_PAIR(0)
+	TZ_PAIR(1)
+	TZ_PAIR(2)
+	TZ_PAIR(3)
+	TZ_FOLD_COL(DI, 0, Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
+	TZ_FOLD_COL(R12, 1, Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7)
+	TZ_FOLD_COL(SI, 2, Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11)
+	TZ_FOLD_COL(BX, 3, Z12, Z13, Z14, Z15, Y12, Y13, Y14, Y15)
+	ADDQ $32, CX
+	ADDQ $128, R9
+	ADDQ $64, R10
+	CMPQ R9, 16(SP)
+	JLT  q5kTileZQuad
+
+	ADDQ $176, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  q5kTileZBlock
 	VZEROUPPER
 	RET
