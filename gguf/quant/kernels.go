@@ -45,6 +45,12 @@ func pickLevel(request string, best int) (int, error) {
 // useAVX2 says whether the AVX2 kernels replace the generic ones.
 func useAVX2() bool { return kernelLevel >= levelAVX2 }
 
+// AVX2Kernels says whether the AVX2 kernels run: at the avx2 level and
+// at every level above it, which replaces some of them. Other packages'
+// vector code follows it, so that GGUFTOOL_KERNELS=generic keeps every
+// loop to its Go reference.
+func AVX2Kernels() bool { return useAVX2() }
+
 // useAVX512 says whether the AVX-512 kernels replace AVX2 ones, for the
 // types that have them (every other type keeps its AVX2 kernel).
 func useAVX512() bool { return kernelLevel >= levelAVX512 }

@@ -165,9 +165,10 @@ func madVec(y, x []float32, s float32) {
 }
 
 // init enables the kernels where the dot kernels run at the AVX2 level
-// (the CPU has AVX2, FMA and F16C and GGUFTOOL_KERNELS allows it).
+// or above (the CPU has AVX2, FMA and F16C and GGUFTOOL_KERNELS allows
+// it).
 func init() {
-	if quant.Kernels() != "avx2" {
+	if !quant.AVX2Kernels() {
 		return
 	}
 	vecSoftmaxRuns = softmaxRunsVec
