@@ -72,6 +72,7 @@ func init() {
 	tilePack[gguf.TypeQ8_0].pack = packTileQ8_0
 	tilePack[gguf.TypeQ8_0].blockBytes = tileQ8_0Block
 	hasDotTile[gguf.TypeQ8_0] = true
+	hasDotSpan[gguf.TypeQ2_K] = true
 	hasDotSpan[gguf.TypeQ4_K] = true
 	hasDotSpan[gguf.TypeQ5_K] = true
 	hasDotSpan[gguf.TypeQ6_K] = true
@@ -105,6 +106,12 @@ type tileKScratch struct {
 	mins   [TileRows][16]int16
 	d      [TileRows][2]float32
 }
+
+//go:noescape
+func dotQ2_KTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
+
+//go:noescape
+func dotQ2_KTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
 
 //go:noescape
 func dotQ4_KTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
@@ -141,6 +148,10 @@ func vecDotKSpan(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, out
 		_ = a[offs[cols-1]+nb*blockQ8K-1]
 		wp, ap, ncols := unsafe.SliceData(w), unsafe.SliceData(a), (cols+3)&^3
 		switch z := useAVX512(); {
+		case t == gguf.TypeQ2_K && z:
+			dotQ2_KTileAVX512(wp, stride, ap, &offs, ncols, nb, &s)
+		case t == gguf.TypeQ2_K:
+			dotQ2_KTileAVX2(wp, stride, ap, &offs, ncols, nb, &s)
 		case t == gguf.TypeQ4_K && z:
 			dotQ4_KTileAVX512(wp, stride, ap, &offs, ncols, nb, &s)
 		case t == gguf.TypeQ4_K:
@@ -156,6 +167,14 @@ func vecDotKSpan(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, out
 		default:
 			panic("quant: no span kernel for " + t.String())
 		}
+	}
+	if t == gguf.TypeQ2_K {
+		// One float a result, activation row by activation row.
+		sumf := (*[TileSpan][TileRows]float32)(unsafe.Pointer(&s.acc))
+		for c := range cols {
+			*(*[TileRows]float32)(out[c*outStride:]) = sumf[c]
+		}
+		return
 	}
 	for c := range cols {
 		o := (*[TileRows]float32)(out[c*outStride:])

@@ -811,3 +811,258 @@ q5kTileZQuad:
 	JNZ  q5kTileZBlock
 	VZEROUPPER
 	RET
+
+// Q2_K: levels 0…3 (bit pair k of qs[32j:], sub-blocks 2c and 2c+1 for
+// chunk c = 4j+k), each of the sixteen sub-blocks with a 4-bit scale and
+// a 4-bit min. vecDotQ2_K keeps one float a result, updated per block
+// from two integer totals, isum = Σ_j sc[j]·Σ level·q8 and
+// summs = Σ_j bsum[j]·m[j], so the lanes of a result are added up (in any
+// order) and the float steps run eight results a vector: two activation
+// rows by the four weight rows, isums and summs from the scratch, the
+// results' floats (one each) at tAcc, 16 bytes an activation row.
+#define tI tAccM      // [32][4]int32: this block's isum, activation row c, weight row r
+#define tS tAccM+512  // [32][4]int32: its summs
+
+// TK_DECODE_Q2K decodes the Q2_K block at SI (row r): scales and mins
+// (16 bytes at 0, low and high nibbles) as int16s, each chunk's scales
+// broadcast, dall and dmin as float32 (tD and tD+16, a float a row), the
+// levels; with Y1–Y4, X15 (0x0F) and Y14 (0x03).
+#define TK_DECODE_Q2K(r) \
+	VMOVDQU   0(SI), X1; \
+	VPSRLW    $4, X1, X2; \
+	VPAND     X15, X1, X1; \
+	VPAND     X15, X2, X2; \
+	VPMOVZXBW X2, Y2; \
+	VMOVDQU   Y2, tMins+32*r(R13); \
+	VPMOVZXBW X1, Y1; \
+	TK_Q6_SCALE(r, 0); TK_Q6_SCALE(r, 1); TK_Q6_SCALE(r, 2); TK_Q6_SCALE(r, 3); \
+	TK_Q6_SCALE(r, 4); TK_Q6_SCALE(r, 5); TK_Q6_SCALE(r, 6); TK_Q6_SCALE(r, 7); \
+	VMOVD     80(SI), X2; \
+	VCVTPH2PS X2, X2; \
+	VMOVSS    X2, tD+4*r(R13); \
+	VEXTRACTPS $1, X2, tD+16+4*r(R13); \
+	TK_Q2_HALF(r, 0); \
+	TK_Q2_HALF(r, 1)
+
+// TK_Q2_HALF stores chunks 4j … 4j+3: bit pair k of qs[32j:] (word
+// shifts right by 2k move no bit across a byte into the low two).
+#define TK_Q2_HALF(r, j) \
+	VMOVDQU 16+32*j(SI), Y3; \
+	VPAND   Y14, Y3, Y4; \
+	VMOVDQU Y4, tLevels+256*r+128*j(R13); \
+	VPSRLW  $2, Y3, Y4; \
+	VPAND   Y14, Y4, Y4; \
+	VMOVDQU Y4, tLevels+256*r+128*j+32(R13); \
+	VPSRLW  $4, Y3, Y4; \
+	VPAND   Y14, Y4, Y4; \
+	VMOVDQU Y4, tLevels+256*r+128*j+64(R13); \
+	VPSRLW  $6, Y3, Y4; \
+	VPAND   Y14, Y4, Y4; \
+	VMOVDQU Y4, tLevels+256*r+128*j+96(R13)
+
+#define TK_DECODE_Q2K_ROWS \
+	MOVQ $0x0f0f0f0f0f0f0f0f, AX; \
+	VMOVQ AX, X15; \
+	VPBROADCASTQ X15, Y15; \
+	MOVQ $0x0303030303030303, AX; \
+	VMOVQ AX, X14; \
+	VPBROADCASTQ X14, Y14; \
+	MOVQ R11, SI; \
+	TK_DECODE_Q2K(0); \
+	ADDQ stride+8(FP), SI; \
+	TK_DECODE_Q2K(1); \
+	ADDQ stride+8(FP), SI; \
+	TK_DECODE_Q2K(2); \
+	ADDQ stride+8(FP), SI; \
+	TK_DECODE_Q2K(3)
+
+// TQ2_SUMMS stores the summs of activation row p (the col-th at R10)
+// with the four weight rows: its bsums times each row's mins, added up;
+// with Y8–Y11 and Y15.
+#define TQ2_SUMMS(p, col) \
+	VMOVDQU  260(p), Y15; \
+	VPMADDWD tMins+0(R13), Y15, Y8; \
+	VPMADDWD tMins+32(R13), Y15, Y9; \
+	VPMADDWD tMins+64(R13), Y15, Y10; \
+	VPMADDWD tMins+96(R13), Y15, Y11; \
+	VPHADDD  Y9, Y8, Y8; \
+	VPHADDD  Y11, Y10, Y10; \
+	VPHADDD  Y10, Y8, Y8; \
+	VEXTRACTI128 $1, Y8, X9; \
+	VPADDD   X9, X8, X8; \
+	VMOVDQU  X8, tS+16*col(R13)(R10*1)
+
+// TQ2_ISUMS adds up the lanes of one activation row's four results
+// (a0–a3, a0x a0's low half) and stores them as its isums; with X13.
+#define TQ2_ISUMS(a0, a1, a2, a3, a0x, col) \
+	VPHADDD  a1, a0, a0; \
+	VPHADDD  a3, a2, a2; \
+	VPHADDD  a2, a0, a0; \
+	VEXTRACTI128 $1, a0, X13; \
+	VPADDD   X13, a0x, a0x; \
+	VMOVDQU  a0x, tI+16*col(R13)(R10*1)
+
+// TQ2_FLOAT updates the floats of the eight results of activation rows
+// p0 and p1 (at R10 + off): sumf + fma(dall, isum, −(dmin·summs)), with
+// dall = d16·yd and dmin = dmin16·yd, as vecDotQ2_K; with Y8–Y12.
+#define TQ2_FLOAT(p0, p1, off) \
+	VCVTDQ2PS      tI+off(R13)(R10*1), Y8; \
+	VCVTDQ2PS      tS+off(R13)(R10*1), Y9; \
+	VBROADCASTSS   0(p0), X10; \
+	VBROADCASTSS   0(p1), X11; \
+	VINSERTF128    $1, X11, Y10, Y10; \
+	VBROADCASTF128 tD(R13), Y11; \
+	VMULPS         Y10, Y11, Y11; \
+	VBROADCASTF128 tD+16(R13), Y12; \
+	VMULPS         Y10, Y12, Y12; \
+	VMULPS         Y9, Y12, Y12; \
+	VFMSUB231PS    Y8, Y11, Y12; \
+	VADDPS         tAcc+off(R13)(R10*1), Y12, Y12; \
+	VMOVUPS        Y12, tAcc+off(R13)(R10*1)
+
+#define TK_PROLOGUE_Q2 \
+	MOVQ s+48(FP), R13; \
+	MOVQ w+0(FP), R11; \
+	MOVQ a+16(FP), AX; \
+	MOVQ AX, 0(SP); \
+	MOVQ nb+40(FP), AX; \
+	MOVQ AX, 8(SP); \
+	MOVQ ncols+32(FP), AX; \
+	SHLQ $4, AX; \
+	MOVQ AX, 16(SP)
+
+// func dotQ2_KTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
+//
+// Per block: the four rows decoded; per pair of activation rows, their
+// summs, their lanes (as the other K-quants' spans), the lanes added up
+// into isums, then the eight floats updated.
+TEXT ·dotQ2_KTileAVX2(SB), NOSPLIT, $24-56
+	TK_PROLOGUE_Q2
+
+q2kTileBlock:
+	TK_DECODE_Q2K_ROWS
+	XORQ R10, R10
+	MOVQ offs+24(FP), CX
+
+q2kTilePair:
+	MOVQ 0(SP), DI
+	MOVQ DI, R12
+	ADDQ 0(CX), DI
+	ADDQ 8(CX), R12
+	TQ2_SUMMS(DI, 0)
+	TQ2_SUMMS(R12, 1)
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	TK_SUBBLOCK(0)
+	TK_SUBBLOCK(1)
+	TK_SUBBLOCK(2)
+	TK_SUBBLOCK(3)
+	TK_SUBBLOCK(4)
+	TK_SUBBLOCK(5)
+	TK_SUBBLOCK(6)
+	TK_SUBBLOCK(7)
+	TQ2_ISUMS(Y0, Y1, Y2, Y3, X0, 0)
+	TQ2_ISUMS(Y4, Y5, Y6, Y7, X4, 1)
+	TQ2_FLOAT(DI, R12, 0)
+	ADDQ $16, CX
+	ADDQ $32, R10
+	CMPQ R10, 16(SP)
+	JLT  q2kTilePair
+
+	ADDQ $84, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  q2kTileBlock
+	VZEROUPPER
+	RET
+
+// TZ_HALVES adds the high half of a result's sixteen lanes into the low.
+#define TZ_HALVES(accZ, accY) \
+	VEXTRACTI64X4 $1, accZ, Y16; \
+	VPADDD        Y16, accY, accY
+
+// func dotQ2_KTileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
+//
+// dotQ2_KTileAVX2 four activation rows at a time, the lanes from
+// TZ_PAIR; the isums of the last activation row first, as TQ2_ISUMS's
+// X13 is one of its registers.
+TEXT ·dotQ2_KTileAVX512(SB), NOSPLIT, $24-56
+	TK_PROLOGUE_Q2
+
+q2kTileZBlock:
+	TK_DECODE_Q2K_ROWS
+	XORQ R10, R10
+	MOVQ offs+24(FP), CX
+
+q2kTileZQuad:
+	MOVQ 0(SP), DI
+	MOVQ DI, R12
+	MOVQ DI, SI
+	MOVQ DI, BX
+	ADDQ 0(CX), DI
+	ADDQ 8(CX), R12
+	ADDQ 16(CX), SI
+	ADDQ 24(CX), BX
+	TQ2_SUMMS(DI, 0)
+	TQ2_SUMMS(R12, 1)
+	TQ2_SUMMS(SI, 2)
+	TQ2_SUMMS(BX, 3)
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	TZ_PAIR(0)
+	TZ_PAIR(1)
+	TZ_PAIR(2)
+	TZ_PAIR(3)
+	TZ_HALVES(Z0, Y0)
+	TZ_HALVES(Z1, Y1)
+	TZ_HALVES(Z2, Y2)
+	TZ_HALVES(Z3, Y3)
+	TZ_HALVES(Z4, Y4)
+	TZ_HALVES(Z5, Y5)
+	TZ_HALVES(Z6, Y6)
+	TZ_HALVES(Z7, Y7)
+	TZ_HALVES(Z8, Y8)
+	TZ_HALVES(Z9, Y9)
+	TZ_HALVES(Z10, Y10)
+	TZ_HALVES(Z11, Y11)
+	TZ_HALVES(Z12, Y12)
+	TZ_HALVES(Z13, Y13)
+	TZ_HALVES(Z14, Y14)
+	TZ_HALVES(Z15, Y15)
+	TQ2_ISUMS(Y12, Y13, Y14, Y15, X12, 3)
+	TQ2_ISUMS(Y8, Y9, Y10, Y11, X8, 2)
+	TQ2_ISUMS(Y4, Y5, Y6, Y7, X4, 1)
+	TQ2_ISUMS(Y0, Y1, Y2, Y3, X0, 0)
+	TQ2_FLOAT(DI, R12, 0)
+	TQ2_FLOAT(SI, BX, 32)
+	ADDQ $32, CX
+	ADDQ $64, R10
+	CMPQ R10, 16(SP)
+	JLT  q2kTileZQuad
+
+	ADDQ $84, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  q2kTileZBlock
+	VZEROUPPER
+	RET
