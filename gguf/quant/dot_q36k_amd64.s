@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "dot_q3k_amd64.h"
 
 // Q3_K and Q6_K dot products with Q8_K activations: the lanes of
 // llama.cpp's ggml_vec_dot_q{3,6}_K_q8_K AVX2 kernels, which vecDotQ3_K
@@ -187,39 +188,6 @@ q6loop:
 	VPSUBW     Y3, Y2, Y2; \
 	scale(Y2, sc, shuf, Y4)
 
-// Q3SCALES sets Y0 to the 16 Q3_K sub-block scales minus 32 as int16,
-// assembling their bytes in general registers (idle here, unlike the
-// vector units): sub-blocks 0–7 take the low nibbles of scale bytes 0–7,
-// 8–15 their high nibbles, and sub-block j the bits 2(j/4), 2(j/4)+1 of
-// byte 8+j%4 as bits 4–5. R8 holds 0x0F bytes, R9 0x03 bytes; AX, BX, DX,
-// R10 and R11 are clobbered.
-#define Q3SCALES \
-	MOVQ        96(SI), AX; \
-	MOVL        104(SI), BX; \
-	MOVQ        BX, DX; \
-	SHRQ        $2, DX; \
-	SHLQ        $32, DX; \
-	ORQ         BX, DX; \
-	ANDQ        R9, DX; \
-	SHLQ        $4, DX; \
-	MOVQ        AX, R10; \
-	ANDQ        R8, R10; \
-	ORQ         DX, R10; \
-	MOVQ        BX, DX; \
-	SHRQ        $4, DX; \
-	SHRQ        $6, BX; \
-	SHLQ        $32, BX; \
-	ORQ         BX, DX; \
-	ANDQ        R9, DX; \
-	SHLQ        $4, DX; \
-	SHRQ        $4, AX; \
-	ANDQ        R8, AX; \
-	ORQ         DX, AX; \
-	VMOVQ       R10, X0; \
-	VPINSRQ     $1, AX, X0, X0; \
-	VPSUBB      q36kConst<>+0x20(SB), X0, X0; \
-	VPMOVSXBW   X0, Y0
-
 // func dotQ3_KAVX2(w, a *byte, nb int) float32
 //
 // Per block: the scales (Q3SCALES), Y14 = hmask, then the eight chunks,
@@ -238,7 +206,7 @@ TEXT ·dotQ3_KAVX2(SB), NOSPLIT, $0-28
 	MOVQ         q36kConst<>+0x10(SB), R9
 
 q3loop:
-	Q3SCALES
+	Q3SCALES(q36kConst<>+0x20(SB))
 	SPLITSCALES
 	VMOVDQU (SI), Y14
 

@@ -73,6 +73,7 @@ func init() {
 	tilePack[gguf.TypeQ8_0].blockBytes = tileQ8_0Block
 	hasDotTile[gguf.TypeQ8_0] = true
 	hasDotSpan[gguf.TypeQ2_K] = true
+	hasDotSpan[gguf.TypeQ3_K] = true
 	hasDotSpan[gguf.TypeQ4_K] = true
 	hasDotSpan[gguf.TypeQ5_K] = true
 	hasDotSpan[gguf.TypeQ6_K] = true
@@ -114,6 +115,12 @@ func dotQ2_KTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, n
 func dotQ2_KTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
 
 //go:noescape
+func dotQ3_KTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
+
+//go:noescape
+func dotQ3_KTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
+
+//go:noescape
 func dotQ4_KTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
 
 //go:noescape
@@ -152,6 +159,10 @@ func vecDotKSpan(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, out
 			dotQ2_KTileAVX512(wp, stride, ap, &offs, ncols, nb, &s)
 		case t == gguf.TypeQ2_K:
 			dotQ2_KTileAVX2(wp, stride, ap, &offs, ncols, nb, &s)
+		case t == gguf.TypeQ3_K && z:
+			dotQ3_KTileAVX512(wp, stride, ap, &offs, ncols, nb, &s)
+		case t == gguf.TypeQ3_K:
+			dotQ3_KTileAVX2(wp, stride, ap, &offs, ncols, nb, &s)
 		case t == gguf.TypeQ4_K && z:
 			dotQ4_KTileAVX512(wp, stride, ap, &offs, ncols, nb, &s)
 		case t == gguf.TypeQ4_K:

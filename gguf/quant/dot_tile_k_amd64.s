@@ -2,6 +2,7 @@
 
 #include "textflag.h"
 #include "dot_k45_amd64.h"
+#include "dot_q3k_amd64.h"
 
 // Span kernels of the K-quants against Q8_K: four weight rows by up to
 // 32 activation rows (a span), each result bit for bit its pair's
@@ -1064,5 +1065,261 @@ q2kTileZQuad:
 	ADDQ $292, 0(SP)
 	DECQ 8(SP)
 	JNZ  q2kTileZBlock
+	VZEROUPPER
+	RET
+
+// Q3_K: levels −4…3, stored in the scratch as level+4 (the two bits of
+// qs, plus 4 where the hmask bit is set), unsigned for VPMADDUBSW; each
+// chunk's pair sums then lose VPMADDUBSW(4, q8), computed once per
+// activation row and chunk for the four weight rows. The difference is
+// the reference's VPMADDUBSW(q3 & 3, q8) − VPMADDUBSW(4·(bit clear), q8),
+// Σ level·q8 over the pair, exactly; the scales are 6-bit minus 32.
+
+DATA k32<>+0x00(SB)/8, $0x2020202020202020
+DATA k32<>+0x08(SB)/8, $0x2020202020202020
+GLOBL k32<>(SB), RODATA|NOPTR, $16
+
+DATA k4<>+0x00(SB)/8, $0x0404040404040404
+DATA k4<>+0x08(SB)/8, $0x0404040404040404
+DATA k4<>+0x10(SB)/8, $0x0404040404040404
+DATA k4<>+0x18(SB)/8, $0x0404040404040404
+GLOBL k4<>(SB), RODATA|NOPTR, $32
+
+// TK_Q3_STORE stores a chunk's level+4 at off(R13): the bit pair (lo,
+// masked by Y15 = 0x03) OR the hmask bit moved to bit 2 (hi, masked by
+// Y14 = 0x04).
+#define TK_Q3_STORE(off, lo, hi) \
+	VPAND   Y15, lo, lo; \
+	VPAND   Y14, hi, hi; \
+	VPOR    hi, lo, lo; \
+	VMOVDQU lo, off(R13)
+
+// TK_Q3_CHUNK decodes chunk 4j+k: bit pair k of qs[32j:] (Y1) and the
+// hmask bit 4j+k (Y3), moved to bit 2 by hshift $hn (a word shift that
+// crosses no byte where the mask looks).
+#define TK_Q3_CHUNK(r, off, k2, hshift, hn) \
+	VPSRLW  $k2, Y1, Y4; \
+	hshift  $hn, Y3, Y5; \
+	TK_Q3_STORE(tLevels+256*r+off, Y4, Y5)
+
+// TK_DECODE_Q3K decodes the Q3_K block at SI (row r): the scales
+// (Q3SCALES, with R8 = 0x0F and R9 = 0x03 bytes), each chunk's
+// broadcast, d as float32, the levels; with Y0–Y5, Y14, Y15.
+#define TK_DECODE_Q3K(r) \
+	Q3SCALES(k32<>(SB)); \
+	VMOVDQA Y0, Y1; \
+	TK_Q6_SCALE(r, 0); TK_Q6_SCALE(r, 1); TK_Q6_SCALE(r, 2); TK_Q6_SCALE(r, 3); \
+	TK_Q6_SCALE(r, 4); TK_Q6_SCALE(r, 5); TK_Q6_SCALE(r, 6); TK_Q6_SCALE(r, 7); \
+	MOVWLZX   108(SI), AX; \
+	VMOVD     AX, X2; \
+	VCVTPH2PS X2, X2; \
+	VMOVSS    X2, tD+8*r(R13); \
+	VMOVDQU   0(SI), Y3; \
+	VMOVDQU   32(SI), Y1; \
+	TK_Q3_CHUNK(r, 0, 0, VPSLLW, 2); \
+	TK_Q3_CHUNK(r, 32, 2, VPSLLW, 1); \
+	TK_Q3_CHUNK(r, 64, 4, VPSRLW, 0); \
+	TK_Q3_CHUNK(r, 96, 6, VPSRLW, 1); \
+	VMOVDQU   64(SI), Y1; \
+	TK_Q3_CHUNK(r, 128, 0, VPSRLW, 2); \
+	TK_Q3_CHUNK(r, 160, 2, VPSRLW, 3); \
+	TK_Q3_CHUNK(r, 192, 4, VPSRLW, 4); \
+	TK_Q3_CHUNK(r, 224, 6, VPSRLW, 5)
+
+#define TK_DECODE_Q3K_ROWS \
+	MOVQ $0x0f0f0f0f0f0f0f0f, R8; \
+	MOVQ $0x0303030303030303, R9; \
+	VMOVQ R9, X15; \
+	VPBROADCASTQ X15, Y15; \
+	MOVQ $0x0404040404040404, AX; \
+	VMOVQ AX, X14; \
+	VPBROADCASTQ X14, Y14; \
+	MOVQ R11, SI; \
+	TK_DECODE_Q3K(0); \
+	ADDQ stride+8(FP), SI; \
+	TK_DECODE_Q3K(1); \
+	ADDQ stride+8(FP), SI; \
+	TK_DECODE_Q3K(2); \
+	ADDQ stride+8(FP), SI; \
+	TK_DECODE_Q3K(3)
+
+// TK3_ROW is TK_ROW with the offset's pair sums (Y15 for the first
+// activation row, Y14 for the second) taken off before the scales.
+#define TK3_ROW(r, j, acc0, acc1) \
+	VMOVDQU    tLevels+256*r+32*j(R13), Y10; \
+	VPMADDUBSW Y8, Y10, Y11; \
+	VPMADDUBSW Y9, Y10, Y12; \
+	VPSUBW     Y15, Y11, Y11; \
+	VPSUBW     Y14, Y12, Y12; \
+	VMOVDQU    tScales+256*r+32*j(R13), Y13; \
+	VPMADDWD   Y13, Y11, Y11; \
+	VPMADDWD   Y13, Y12, Y12; \
+	VPADDD     Y11, acc0, acc0; \
+	VPADDD     Y12, acc1, acc1
+
+#define TK3_SUBBLOCK(j) \
+	VMOVDQU    4+32*j(DI), Y8; \
+	VMOVDQU    4+32*j(R12), Y9; \
+	VMOVDQU    k4<>(SB), Y11; \
+	VPMADDUBSW Y8, Y11, Y15; \
+	VPMADDUBSW Y9, Y11, Y14; \
+	TK3_ROW(0, j, Y0, Y4); \
+	TK3_ROW(1, j, Y1, Y5); \
+	TK3_ROW(2, j, Y2, Y6); \
+	TK3_ROW(3, j, Y3, Y7)
+
+#define TK_FOLD_COL(p, col, a0, a1, a2, a3) \
+	VBROADCASTSS 0(p), Y15; \
+	TK_FOLD(0, a0, col); \
+	TK_FOLD(1, a1, col); \
+	TK_FOLD(2, a2, col); \
+	TK_FOLD(3, a3, col)
+
+// func dotQ3_KTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
+TEXT ·dotQ3_KTileAVX2(SB), NOSPLIT, $24-56
+	MOVQ s+48(FP), R13
+	MOVQ w+0(FP), R11
+	MOVQ a+16(FP), AX
+	MOVQ AX, 0(SP)
+	MOVQ nb+40(FP), AX
+	MOVQ AX, 8(SP)
+	MOVQ ncols+32(FP), AX
+	SHLQ $5, AX
+	MOVQ AX, 16(SP)
+
+q3kTileBlock:
+	TK_DECODE_Q3K_ROWS
+	XORQ R9, R9
+	MOVQ offs+24(FP), CX
+
+q3kTilePair:
+	MOVQ 0(SP), DI
+	MOVQ DI, R12
+	ADDQ 0(CX), DI
+	ADDQ 8(CX), R12
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	TK3_SUBBLOCK(0)
+	TK3_SUBBLOCK(1)
+	TK3_SUBBLOCK(2)
+	TK3_SUBBLOCK(3)
+	TK3_SUBBLOCK(4)
+	TK3_SUBBLOCK(5)
+	TK3_SUBBLOCK(6)
+	TK3_SUBBLOCK(7)
+	TK_FOLD_COL(DI, 0, Y0, Y1, Y2, Y3)
+	TK_FOLD_COL(R12, 1, Y4, Y5, Y6, Y7)
+	ADDQ $16, CX
+	ADDQ $64, R9
+	CMPQ R9, 16(SP)
+	JLT  q3kTilePair
+
+	ADDQ $110, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  q3kTileBlock
+	VZEROUPPER
+	RET
+
+// TZ3_ROW is TZ_ROW with the offset's pair sums (Z26–Z29, one an
+// activation row) taken off before the scales.
+#define TZ3_ROW(r, p, acc0, acc1, acc2, acc3) \
+	VMOVDQU64  tLevels+256*r+64*p(R13), Z20; \
+	VPMADDUBSW Z16, Z20, Z21; \
+	VPMADDUBSW Z17, Z20, Z22; \
+	VPMADDUBSW Z18, Z20, Z23; \
+	VPMADDUBSW Z19, Z20, Z24; \
+	VPSUBW     Z26, Z21, Z21; \
+	VPSUBW     Z27, Z22, Z22; \
+	VPSUBW     Z28, Z23, Z23; \
+	VPSUBW     Z29, Z24, Z24; \
+	VMOVDQU64  tScales+256*r+64*p(R13), Z25; \
+	VPDPWSSD   Z25, Z21, acc0; \
+	VPDPWSSD   Z25, Z22, acc1; \
+	VPDPWSSD   Z25, Z23, acc2; \
+	VPDPWSSD   Z25, Z24, acc3
+
+// TZ3_PAIR is TZ_PAIR for Q3_K, with Z30 = 4 in every byte.
+#define TZ3_PAIR(p) \
+	VMOVDQU64  4+64*p(DI), Z16; \
+	VMOVDQU64  4+64*p(R12), Z17; \
+	VMOVDQU64  4+64*p(SI), Z18; \
+	VMOVDQU64  4+64*p(BX), Z19; \
+	VPMADDUBSW Z16, Z30, Z26; \
+	VPMADDUBSW Z17, Z30, Z27; \
+	VPMADDUBSW Z18, Z30, Z28; \
+	VPMADDUBSW Z19, Z30, Z29; \
+	TZ3_ROW(0, p, Z0, Z4, Z8, Z12); \
+	TZ3_ROW(1, p, Z1, Z5, Z9, Z13); \
+	TZ3_ROW(2, p, Z2, Z6, Z10, Z14); \
+	TZ3_ROW(3, p, Z3, Z7, Z11, Z15)
+
+// func dotQ3_KTileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
+TEXT ·dotQ3_KTileAVX512(SB), NOSPLIT, $24-56
+	MOVQ s+48(FP), R13
+	MOVQ w+0(FP), R11
+	MOVQ a+16(FP), AX
+	MOVQ AX, 0(SP)
+	MOVQ nb+40(FP), AX
+	MOVQ AX, 8(SP)
+	MOVQ ncols+32(FP), AX
+	SHLQ $5, AX
+	MOVQ AX, 16(SP)
+	VMOVDQU64 k4<>(SB), Y30
+	VINSERTI64X4 $1, Y30, Z30, Z30
+
+q3kTileZBlock:
+	TK_DECODE_Q3K_ROWS
+	XORQ R9, R9
+	MOVQ offs+24(FP), CX
+
+q3kTileZQuad:
+	MOVQ 0(SP), DI
+	MOVQ DI, R12
+	MOVQ DI, SI
+	MOVQ DI, BX
+	ADDQ 0(CX), DI
+	ADDQ 8(CX), R12
+	ADDQ 16(CX), SI
+	ADDQ 24(CX), BX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	TZ3_PAIR(0)
+	TZ3_PAIR(1)
+	TZ3_PAIR(2)
+	TZ3_PAIR(3)
+	TZ_FOLD_COL(DI, 0, Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
+	TZ_FOLD_COL(R12, 1, Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7)
+	TZ_FOLD_COL(SI, 2, Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11)
+	TZ_FOLD_COL(BX, 3, Z12, Z13, Z14, Z15, Y12, Y13, Y14, Y15)
+	ADDQ $32, CX
+	ADDQ $128, R9
+	CMPQ R9, 16(SP)
+	JLT  q3kTileZQuad
+
+	ADDQ $110, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  q3kTileZBlock
 	VZEROUPPER
 	RET
