@@ -12,16 +12,23 @@ import (
 //go:noescape
 func dotQ8_0TileAVX2(w *byte, stride int, p *byte, nb int, tile *[TileCols][TileRows]float32)
 
-// vecDotQ8_0TileAVX2 is the Q8_0 tile kernel: four weight rows, stride
+//go:noescape
+func dotQ8_0TileAVX512(w *byte, stride int, p *byte, nb int, tile *[TileCols][TileRows]float32)
+
+// vecDotQ8_0Tile is the Q8_0 tile kernel: four weight rows, stride
 // bytes apart, against one group of activation rows packed by
 // packTileQ8_0.
-func vecDotQ8_0TileAVX2(w []byte, stride int, group []byte, nb int, tile *[TileCols][TileRows]float32) {
+func vecDotQ8_0Tile(w []byte, stride int, group []byte, nb int, tile *[TileCols][TileRows]float32) {
 	if nb == 0 {
 		*tile = [TileCols][TileRows]float32{}
 		return
 	}
 	_ = w[(TileRows-1)*stride+nb*blockQ8_0-1]
 	_ = group[nb*tileQ8_0Block-1]
+	if useAVX512() {
+		dotQ8_0TileAVX512(unsafe.SliceData(w), stride, unsafe.SliceData(group), nb, tile)
+		return
+	}
 	dotQ8_0TileAVX2(unsafe.SliceData(w), stride, unsafe.SliceData(group), nb, tile)
 }
 
@@ -71,7 +78,9 @@ func init() {
 	}
 	tilePack[gguf.TypeQ8_0].pack = packTileQ8_0
 	tilePack[gguf.TypeQ8_0].blockBytes = tileQ8_0Block
-	hasDotTile[gguf.TypeQ8_0] = true
+	for _, t := range []gguf.Type{gguf.TypeQ8_0, gguf.TypeIQ4_NL, gguf.TypeQ4_0, gguf.TypeMXFP4} {
+		hasDotTile[t] = true
+	}
 	hasDotSpan[gguf.TypeQ2_K] = true
 	hasDotSpan[gguf.TypeQ3_K] = true
 	hasDotSpan[gguf.TypeQ4_K] = true
@@ -84,12 +93,50 @@ func dotSpan(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, out []f
 	vecDotKSpan(t, w, stride, ta, j, nb, out, outStride)
 }
 
+//go:noescape
+func dotNibbleTileAVX2(w *byte, stride int, p *byte, nb int, tile *[TileCols][TileRows]float32, tab *[16]int8, blockBytes, kind int)
+
+//go:noescape
+func dotNibbleTileAVX512(w *byte, stride int, p *byte, nb int, tile *[TileCols][TileRows]float32, tab *[16]int8, blockBytes, kind int)
+
+// The kinds of dotNibbleTileAVX2: where the block's scale is and how the
+// block sums meet the scales (dot_tile_amd64.s).
+const (
+	nibbleIQ4_NL = iota
+	nibbleQ4_0
+	nibbleMXFP4
+)
+
+// vecDotNibbleTile is the tile kernel of the 4-bit types with a
+// 16-level table against Q8_0 (IQ4_NL, Q4_0, MXFP4): four weight rows,
+// stride bytes apart, against one group of activation rows packed by
+// packTileQ8_0.
+func vecDotNibbleTile(w []byte, stride int, group []byte, nb int, tile *[TileCols][TileRows]float32, tab *[16]int8, blockBytes, kind int) {
+	if nb == 0 {
+		*tile = [TileCols][TileRows]float32{}
+		return
+	}
+	_ = w[(TileRows-1)*stride+nb*blockBytes-1]
+	_ = group[nb*tileQ8_0Block-1]
+	if useAVX512() {
+		dotNibbleTileAVX512(unsafe.SliceData(w), stride, unsafe.SliceData(group), nb, tile, tab, blockBytes, kind)
+		return
+	}
+	dotNibbleTileAVX2(unsafe.SliceData(w), stride, unsafe.SliceData(group), nb, tile, tab, blockBytes, kind)
+}
+
 // dotTile runs the tile kernel of weight type t (hasDotTile[t]) on the
 // group of activation rows of ta that starts at row j.
 func dotTile(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, tile *[TileCols][TileRows]float32) {
 	switch t {
 	case gguf.TypeQ8_0:
-		vecDotQ8_0TileAVX2(w, stride, ta.group(j), nb, tile)
+		vecDotQ8_0Tile(w, stride, ta.group(j), nb, tile)
+	case gguf.TypeIQ4_NL:
+		vecDotNibbleTile(w, stride, ta.group(j), nb, tile, &kvaluesIQ4NL, blockIQ4NL, nibbleIQ4_NL)
+	case gguf.TypeQ4_0:
+		vecDotNibbleTile(w, stride, ta.group(j), nb, tile, &levelsQ4_0, blockQ4_0, nibbleQ4_0)
+	case gguf.TypeMXFP4:
+		vecDotNibbleTile(w, stride, ta.group(j), nb, tile, &kvaluesMXFP4, blockMXFP4, nibbleMXFP4)
 	default:
 		panic("quant: no tile kernel for " + t.String())
 	}

@@ -45,6 +45,29 @@
 	VMULPS       0(DI), Y9, Y9; \
 	VFMADD231PS  Y9, sums, acc
 
+// TILE_STORE transposes the accumulators (Y4+r: weight row r, one
+// activation row a lane) into tile[c][r] at the pointer in mem:
+// interleave rows 0,1 and 2,3 by lane, then pairs of those, giving
+// activation rows c and c+4 in the two halves of one register.
+#define TILE_STORE(mem) \
+	MOVQ        mem, DX; \
+	VUNPCKLPS   Y5, Y4, Y8; \
+	VUNPCKHPS   Y5, Y4, Y9; \
+	VUNPCKLPS   Y7, Y6, Y10; \
+	VUNPCKHPS   Y7, Y6, Y11; \
+	VUNPCKLPD   Y10, Y8, Y0; \
+	VUNPCKHPD   Y10, Y8, Y1; \
+	VUNPCKLPD   Y11, Y9, Y2; \
+	VUNPCKHPD   Y11, Y9, Y3; \
+	VMOVUPS     X0, 0(DX); \
+	VMOVUPS     X1, 16(DX); \
+	VMOVUPS     X2, 32(DX); \
+	VMOVUPS     X3, 48(DX); \
+	VEXTRACTF128 $1, Y0, 64(DX); \
+	VEXTRACTF128 $1, Y1, 80(DX); \
+	VEXTRACTF128 $1, Y2, 96(DX); \
+	VEXTRACTF128 $1, Y3, 112(DX)
+
 // func dotQ8_0TileAVX2(w *byte, stride int, p *byte, nb int, tile *[8][4]float32)
 //
 // dotQ8_0AVX2 for a tile of four weight rows (w, w+stride, …) by eight
@@ -122,26 +145,7 @@ block:
 	DECQ CX
 	JNZ  block
 
-	// Transpose rows × lanes into tile[c][r]: interleave rows 0,1 and
-	// 2,3 by lane, then pairs of those, giving activation rows c and c+4
-	// in the two halves of one register.
-	MOVQ        tile+32(FP), DX
-	VUNPCKLPS   Y5, Y4, Y8
-	VUNPCKHPS   Y5, Y4, Y9
-	VUNPCKLPS   Y7, Y6, Y10
-	VUNPCKHPS   Y7, Y6, Y11
-	VUNPCKLPD   Y10, Y8, Y0
-	VUNPCKHPD   Y10, Y8, Y1
-	VUNPCKLPD   Y11, Y9, Y2
-	VUNPCKHPD   Y11, Y9, Y3
-	VMOVUPS     X0, 0(DX)
-	VMOVUPS     X1, 16(DX)
-	VMOVUPS     X2, 32(DX)
-	VMOVUPS     X3, 48(DX)
-	VEXTRACTF128 $1, Y0, 64(DX)
-	VEXTRACTF128 $1, Y1, 80(DX)
-	VEXTRACTF128 $1, Y2, 96(DX)
-	VEXTRACTF128 $1, Y3, 112(DX)
+	TILE_STORE(tile+32(FP))
 	VZEROUPPER
 	RET
 
@@ -242,5 +246,342 @@ packblock:
 	ADDQ $544, DI
 	DECQ CX
 	JNZ  packblock
+	VZEROUPPER
+	RET
+
+// The nibble types against Q8_0 (IQ4_NL, Q4_0, MXFP4): 16 bytes of 4-bit
+// codes a block, the low nibbles values 0–15 and the high 16–31, each
+// code a level of a 16-entry int8 table (X14). A block of the four rows
+// is decoded with VPSHUFB into the int16 layout EXPAND_ROW makes for
+// Q8_0, so that KSTEP multiplies it as it multiplies Q8_0's quants; only
+// the scales and the float step differ (the kind argument):
+//
+//	0 IQ4_NL  f16 d at 0, codes at 2: acc = fma(float32(sumi), dw·da, acc)
+//	1 Q4_0    f16 d at 0, codes at 2: acc = fma(float32(sumi)·dw, da, acc)
+//	2 MXFP4   E8M0 at 0, codes at 1: acc = fma(float32(sumi), dw·da, acc),
+//	          dw = E8M0ToF32Half
+//
+// as vecDotIQ4_NL, vecDotQ4_0 and vecDotMXFP4 do. The frame: the block
+// (256 bytes), the four scales, the kind.
+#define nibKind 272
+
+// NIB_ROW decodes the 16 code bytes at off(row) (X15 = 0x0F bytes) into
+// 32 int16 levels at at(SP).
+#define NIB_ROW(row, off, at) \
+	VMOVDQU   off(row), X8; \
+	VPSRLW    $4, X8, X9; \
+	VPAND     X15, X8, X8; \
+	VPAND     X15, X9, X9; \
+	VPSHUFB   X8, X14, X8; \
+	VPSHUFB   X9, X14, X9; \
+	VPMOVSXBW X8, Y8; \
+	VPMOVSXBW X9, Y9; \
+	VMOVDQU   Y8, at(SP); \
+	VMOVDQU   Y9, at+32(SP)
+
+// F16_SCALES stores the four rows' f16 scales at 0 as float32.
+#define F16_SCALES \
+	MOVWLZX   0(SI), AX; \
+	VMOVD     AX, X8; \
+	VPINSRW   $1, 0(R8), X8, X8; \
+	VPINSRW   $2, 0(R9), X8, X8; \
+	VPINSRW   $3, 0(R10), X8, X8; \
+	VCVTPH2PS X8, X8; \
+	VMOVUPS   X8, wScales(SP)
+
+// E8M0_SCALE stores E8M0ToF32Half of the byte at 0(row): the float32
+// with exponent field e−1, or for e < 2 the subnormal 2^(e−128); with AX,
+// DX and R12.
+#define E8M0_SCALE(row, off) \
+	MOVBLZX 0(row), AX; \
+	LEAL    1(AX), DX; \
+	SHLL    $21, DX; \
+	LEAL    -1(AX), R12; \
+	SHLL    $23, R12; \
+	CMPL    AX, $2; \
+	CMOVLLT DX, R12; \
+	MOVL    R12, wScales+off(SP)
+
+// ROW_FMA_Q4_0 is ROW_FMA in Q4_0's order: the block sums times dw,
+// rounded, then fused with da into the accumulators.
+#define ROW_FMA_Q4_0(sums, acc, off) \
+	VCVTDQ2PS    sums, sums; \
+	VBROADCASTSS wScales+off(SP), Y9; \
+	VMULPS       Y9, sums, sums; \
+	VFMADD231PS  0(DI), sums, acc
+
+// func dotNibbleTileAVX2(w *byte, stride int, p *byte, nb int, tile *[8][4]float32, tab *[16]int8, blockBytes, kind int)
+TEXT ·dotNibbleTileAVX2(SB), NOSPLIT, $280-64
+	MOVQ w+0(FP), SI
+	MOVQ stride+8(FP), BX
+	MOVQ p+16(FP), DI
+	MOVQ nb+24(FP), CX
+	MOVQ tab+40(FP), AX
+	VMOVDQU (AX), X14
+	MOVQ $0x0f0f0f0f0f0f0f0f, AX
+	VMOVQ AX, X15
+	VPBROADCASTQ X15, X15
+	MOVQ blockBytes+48(FP), R13
+	MOVQ kind+56(FP), AX
+	MOVQ AX, nibKind(SP)
+	LEAQ (SI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
+	LEAQ (R10)(BX*1), R11
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+nibBlock:
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	LEAQ       (R11)(R13*4), R11
+	CMPQ nibKind(SP), $2
+	JEQ  nibE8M0
+	NIB_ROW(SI, 2, 0)
+	NIB_ROW(R8, 2, 64)
+	NIB_ROW(R9, 2, 128)
+	NIB_ROW(R10, 2, 192)
+	F16_SCALES
+	JMP  nibSums
+
+nibE8M0:
+	NIB_ROW(SI, 1, 0)
+	NIB_ROW(R8, 1, 64)
+	NIB_ROW(R9, 1, 128)
+	NIB_ROW(R10, 1, 192)
+	E8M0_SCALE(SI, 0)
+	E8M0_SCALE(R8, 4)
+	E8M0_SCALE(R9, 8)
+	E8M0_SCALE(R10, 12)
+
+nibSums:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	KSTEP(0)
+	KSTEP(1)
+	KSTEP(2)
+	KSTEP(3)
+	KSTEP(4)
+	KSTEP(5)
+	KSTEP(6)
+	KSTEP(7)
+	KSTEP(8)
+	KSTEP(9)
+	KSTEP(10)
+	KSTEP(11)
+	KSTEP(12)
+	KSTEP(13)
+	KSTEP(14)
+	KSTEP(15)
+	CMPQ nibKind(SP), $1
+	JEQ  nibQ4_0
+	ROW_FMA(Y0, Y4, 0)
+	ROW_FMA(Y1, Y5, 4)
+	ROW_FMA(Y2, Y6, 8)
+	ROW_FMA(Y3, Y7, 12)
+	JMP  nibNext
+
+nibQ4_0:
+	ROW_FMA_Q4_0(Y0, Y4, 0)
+	ROW_FMA_Q4_0(Y1, Y5, 4)
+	ROW_FMA_Q4_0(Y2, Y6, 8)
+	ROW_FMA_Q4_0(Y3, Y7, 12)
+
+nibNext:
+	ADDQ R13, SI
+	ADDQ R13, R8
+	ADDQ R13, R9
+	ADDQ R13, R10
+	ADDQ $544, DI
+	DECQ CX
+	JNZ  nibBlock
+
+	TILE_STORE(tile+32(FP))
+	VZEROUPPER
+	RET
+
+// KSTEP_VNNI is KSTEP with AVX-512 VNNI: VPDPWSSD multiplies the int16
+// pairs and adds them into the lanes in one instruction (exact, as
+// VPMADDWD then VPADDD), the weight pair broadcast from the frame by the
+// instruction itself.
+#define KSTEP_VNNI(k) \
+	VMOVDQU       32+32*k(DI), Y8; \
+	VPDPWSSD.BCST 4*k(SP), Y8, Y0; \
+	VPDPWSSD.BCST 64+4*k(SP), Y8, Y1; \
+	VPDPWSSD.BCST 128+4*k(SP), Y8, Y2; \
+	VPDPWSSD.BCST 192+4*k(SP), Y8, Y3
+
+// func dotQ8_0TileAVX512(w *byte, stride int, p *byte, nb int, tile *[8][4]float32)
+//
+// dotQ8_0TileAVX2 with KSTEP_VNNI.
+TEXT ·dotQ8_0TileAVX512(SB), NOSPLIT, $272-40
+	MOVQ w+0(FP), SI
+	MOVQ stride+8(FP), BX
+	MOVQ p+16(FP), DI
+	MOVQ nb+24(FP), CX
+	LEAQ (SI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
+	LEAQ (R10)(BX*1), R11
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+blockZ:
+	// The first tile of a run of rows streams them from memory: fetch
+	// the next four rows (contiguous after these) as one stream, as
+	// dotQ8_0x4AVX2 does.
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	ADDQ       $136, R11
+
+	EXPAND_ROW(SI, 0)
+	EXPAND_ROW(R8, 64)
+	EXPAND_ROW(R9, 128)
+	EXPAND_ROW(R10, 192)
+	MOVWLZX   0(SI), AX
+	VMOVD     AX, X8
+	VPINSRW   $1, 0(R8), X8, X8
+	VPINSRW   $2, 0(R9), X8, X8
+	VPINSRW   $3, 0(R10), X8, X8
+	VCVTPH2PS X8, X8
+	VMOVUPS   X8, wScales(SP)
+
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	KSTEP_VNNI(0)
+	KSTEP_VNNI(1)
+	KSTEP_VNNI(2)
+	KSTEP_VNNI(3)
+	KSTEP_VNNI(4)
+	KSTEP_VNNI(5)
+	KSTEP_VNNI(6)
+	KSTEP_VNNI(7)
+	KSTEP_VNNI(8)
+	KSTEP_VNNI(9)
+	KSTEP_VNNI(10)
+	KSTEP_VNNI(11)
+	KSTEP_VNNI(12)
+	KSTEP_VNNI(13)
+	KSTEP_VNNI(14)
+	KSTEP_VNNI(15)
+	ROW_FMA(Y0, Y4, 0)
+	ROW_FMA(Y1, Y5, 4)
+	ROW_FMA(Y2, Y6, 8)
+	ROW_FMA(Y3, Y7, 12)
+
+	ADDQ $34, SI
+	ADDQ $34, R8
+	ADDQ $34, R9
+	ADDQ $34, R10
+	ADDQ $544, DI
+	DECQ CX
+	JNZ  blockZ
+
+	TILE_STORE(tile+32(FP))
+	VZEROUPPER
+	RET
+
+// func dotNibbleTileAVX512(w *byte, stride int, p *byte, nb int, tile *[8][4]float32, tab *[16]int8, blockBytes, kind int)
+//
+// dotNibbleTileAVX2 with KSTEP_VNNI.
+TEXT ·dotNibbleTileAVX512(SB), NOSPLIT, $280-64
+	MOVQ w+0(FP), SI
+	MOVQ stride+8(FP), BX
+	MOVQ p+16(FP), DI
+	MOVQ nb+24(FP), CX
+	MOVQ tab+40(FP), AX
+	VMOVDQU (AX), X14
+	MOVQ $0x0f0f0f0f0f0f0f0f, AX
+	VMOVQ AX, X15
+	VPBROADCASTQ X15, X15
+	MOVQ blockBytes+48(FP), R13
+	MOVQ kind+56(FP), AX
+	MOVQ AX, nibKind(SP)
+	LEAQ (SI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
+	LEAQ (R10)(BX*1), R11
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+nibBlockZ:
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	LEAQ       (R11)(R13*4), R11
+	CMPQ nibKind(SP), $2
+	JEQ  nibE8M0Z
+	NIB_ROW(SI, 2, 0)
+	NIB_ROW(R8, 2, 64)
+	NIB_ROW(R9, 2, 128)
+	NIB_ROW(R10, 2, 192)
+	F16_SCALES
+	JMP  nibSumsZ
+
+nibE8M0Z:
+	NIB_ROW(SI, 1, 0)
+	NIB_ROW(R8, 1, 64)
+	NIB_ROW(R9, 1, 128)
+	NIB_ROW(R10, 1, 192)
+	E8M0_SCALE(SI, 0)
+	E8M0_SCALE(R8, 4)
+	E8M0_SCALE(R9, 8)
+	E8M0_SCALE(R10, 12)
+
+nibSumsZ:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	KSTEP_VNNI(0)
+	KSTEP_VNNI(1)
+	KSTEP_VNNI(2)
+	KSTEP_VNNI(3)
+	KSTEP_VNNI(4)
+	KSTEP_VNNI(5)
+	KSTEP_VNNI(6)
+	KSTEP_VNNI(7)
+	KSTEP_VNNI(8)
+	KSTEP_VNNI(9)
+	KSTEP_VNNI(10)
+	KSTEP_VNNI(11)
+	KSTEP_VNNI(12)
+	KSTEP_VNNI(13)
+	KSTEP_VNNI(14)
+	KSTEP_VNNI(15)
+	CMPQ nibKind(SP), $1
+	JEQ  nibQ4_0Z
+	ROW_FMA(Y0, Y4, 0)
+	ROW_FMA(Y1, Y5, 4)
+	ROW_FMA(Y2, Y6, 8)
+	ROW_FMA(Y3, Y7, 12)
+	JMP  nibNextZ
+
+nibQ4_0Z:
+	ROW_FMA_Q4_0(Y0, Y4, 0)
+	ROW_FMA_Q4_0(Y1, Y5, 4)
+	ROW_FMA_Q4_0(Y2, Y6, 8)
+	ROW_FMA_Q4_0(Y3, Y7, 12)
+
+nibNextZ:
+	ADDQ R13, SI
+	ADDQ R13, R8
+	ADDQ R13, R9
+	ADDQ R13, R10
+	ADDQ $544, DI
+	DECQ CX
+	JNZ  nibBlockZ
+
+	TILE_STORE(tile+32(FP))
 	VZEROUPPER
 	RET

@@ -37,7 +37,7 @@ func TestQ8_0TileKernelMatchesGeneric(t *testing.T) {
 			a = append(a, checkActivations(rng, gguf.TypeQ8_0, nb*32, rowBytes, rng.IntN(3))...)
 		}
 		var tile [TileCols][TileRows]float32
-		vecDotQ8_0TileAVX2(w, stride, packTileQ8_0(nil, a, n, nb), nb, &tile)
+		vecDotQ8_0Tile(w, stride, packTileQ8_0(nil, a, n, nb), nb, &tile)
 		for c := range n {
 			for r := range TileRows {
 				got := tile[c][r]
