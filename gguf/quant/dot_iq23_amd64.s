@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "dot_span_amd64.h"
 
 // AVX2 dot products of the codebook i-quants IQ2_XXS, IQ2_XS, IQ2_S,
 // IQ3_XXS and IQ3_S with Q8_K activations, bit for bit the Go kernels of
@@ -695,3 +696,349 @@ TEXT ·dotIQ3SAVX2(SB), NOSPLIT, $0-44
 	VMOVDQU iq3sHighMul<>(SB), Y8
 	IDX_KERNEL(110, 128, IQ3S_PREP, IQ3S_GATHER, S32_REST, iq3sBlock, iq3sLast, iq3sFirst)
 	EPILOGUE(110, ret+40)
+
+// Span kernels of IQ2_XXS and IQ3_XXS (four weight rows by up to 32
+// activation rows, as dot_tile_k_amd64.s's): a block of each weight row
+// is decoded once into the scratch as its signed values plus 64 (unsigned
+// for VPMADDUBSW: 2…126, as every grid magnitude is at most 62), each
+// group's odd scale broadcast to int16s. Per activation row and group
+// VPMADDUBSW(64, q8) is taken off the pair sums, leaving Σ s·g·q8 over
+// each pair exactly (|pair| ≤ 2·126·128 < 2^15 before, 2·62·128 after);
+// the scaled lanes of a result are then added up into the block's bsum
+// (int32 sums wrap alike in any order) and its float updated as iqSum
+// does, sumf = fma(f16(d)·yd, float32(bsum), sumf), eight results a
+// vector; the Go wrapper applies the type's factor.
+
+// tiIdx<> holds the dword indices 0…7, for VPERMD to broadcast group g's
+// dword of XXS_PREP's sign bytes and scales.
+DATA tiIdx<>+0x00(SB)/8, $0x0000000100000000
+DATA tiIdx<>+0x08(SB)/8, $0x0000000300000002
+DATA tiIdx<>+0x10(SB)/8, $0x0000000500000004
+DATA tiIdx<>+0x18(SB)/8, $0x0000000700000006
+GLOBL tiIdx<>(SB), RODATA|NOPTR, $32
+
+DATA tiK64<>+0x00(SB)/8, $0x4040404040404040
+DATA tiK64<>+0x08(SB)/8, $0x4040404040404040
+DATA tiK64<>+0x10(SB)/8, $0x4040404040404040
+DATA tiK64<>+0x18(SB)/8, $0x4040404040404040
+GLOBL tiK64<>(SB), RODATA|NOPTR, $32
+
+// TI_GROUP stores group g of row r from its 32 grid magnitudes (Y5),
+// XXS_PREP's sign bytes (Y10) and odd scales (Y11): the group's four
+// sign bytes spread over their eight values each (iqSignPos<> after
+// VPERMD puts the group's dword in every lane), turned into 0xFF masks
+// where a value is negated, then (g ⊕ m) − m + 64; and the scale as
+// int16s. With Y2, Y3.
+#define TI_GROUP(r, g) \
+	VPBROADCASTD tiIdx<>+4*g(SB), Y2; \
+	VPERMD       Y10, Y2, Y3; \
+	VPSHUFB      iqSignPos<>(SB), Y3, Y3; \
+	VPAND        iqSignBits<>(SB), Y3, Y3; \
+	VPCMPEQB     iqSignBits<>(SB), Y3, Y3; \
+	VPXOR        Y3, Y5, Y5; \
+	VPSUBB       Y3, Y5, Y5; \
+	VPADDB       tiK64<>(SB), Y5, Y5; \
+	VMOVDQU      Y5, tLevels+256*r+32*g(R13); \
+	VPERMD       Y11, Y2, Y3; \
+	VPSHUFB      iqScalePos<>(SB), Y3, Y3; \
+	VMOVDQU      Y3, tScales+256*r+32*g(R13)
+
+// TI_INDICES4 moves the low four bytes of AX to BX, CX, DX and DI
+// (registers AH can be moved to), shifting AX right by 16 on the way.
+#define TI_INDICES4 \
+	MOVBLZX AL, BX;  \
+	MOVBLZX AH, CX;  \
+	SHRQ    $16, AX; \
+	MOVBLZX AL, DX;  \
+	MOVBLZX AH, DI
+
+// TI_GATHER_IQ2XXS loads group g's four 8-byte grid entries (grid at
+// R8) into Y5.
+#define TI_GATHER_IQ2XXS(g) \
+	MOVL        2+8*g(SI), AX; \
+	TI_INDICES4; \
+	VMOVQ       (R8)(BX*8), X5; \
+	VPINSRQ     $1, (R8)(CX*8), X5, X5; \
+	VMOVQ       (R8)(DX*8), X2; \
+	VPINSRQ     $1, (R8)(DI*8), X2, X2; \
+	VINSERTI128 $1, X2, Y5, Y5
+
+// TI_GATHER_IQ3XXS loads group g's eight 4-byte grid entries into Y5.
+#define TI_GATHER_IQ3XXS(g) \
+	MOVQ        2+8*g(SI), AX; \
+	TI_INDICES4; \
+	SHRQ        $16, AX; \
+	VMOVD       (R8)(BX*4), X5; \
+	VPINSRD     $1, (R8)(CX*4), X5, X5; \
+	VPINSRD     $2, (R8)(DX*4), X5, X5; \
+	VPINSRD     $3, (R8)(DI*4), X5, X5; \
+	TI_INDICES4; \
+	VMOVD       (R8)(BX*4), X2; \
+	VPINSRD     $1, (R8)(CX*4), X2, X2; \
+	VPINSRD     $2, (R8)(DX*4), X2, X2; \
+	VPINSRD     $3, (R8)(DI*4), X2, X2; \
+	VINSERTI128 $1, X2, Y5, Y5
+
+// TI_D stores row r's f16 d as float32 at tD+4r.
+#define TI_D(r) \
+	MOVWLZX   0(SI), AX; \
+	VMOVD     AX, X2; \
+	VCVTPH2PS X2, X2; \
+	VMOVSS    X2, tD+4*r(R13)
+
+// TI_DECODE_IQ2XXS decodes the IQ2_XXS block at SI (row r): the groups'
+// uint32 of sign indices and scale gathered as IQ2XXS_AUX does, XXS_PREP,
+// d, then the eight groups.
+#define TI_DECODE_IQ2XXS(r) \
+	VMOVDQU 2(SI), Y1; \
+	VSHUFPS $0xDD, 34(SI), Y1, Y1; \
+	VPERMQ  $0xD8, Y1, Y1; \
+	XXS_PREP; \
+	TI_D(r); \
+	TI_GATHER_IQ2XXS(0); TI_GROUP(r, 0); \
+	TI_GATHER_IQ2XXS(1); TI_GROUP(r, 1); \
+	TI_GATHER_IQ2XXS(2); TI_GROUP(r, 2); \
+	TI_GATHER_IQ2XXS(3); TI_GROUP(r, 3); \
+	TI_GATHER_IQ2XXS(4); TI_GROUP(r, 4); \
+	TI_GATHER_IQ2XXS(5); TI_GROUP(r, 5); \
+	TI_GATHER_IQ2XXS(6); TI_GROUP(r, 6); \
+	TI_GATHER_IQ2XXS(7); TI_GROUP(r, 7)
+
+// TI_DECODE_IQ3XXS is TI_DECODE_IQ2XXS for IQ3_XXS, whose uint32 of
+// signs and scale follow the grid indices.
+#define TI_DECODE_IQ3XXS(r) \
+	VMOVDQU 66(SI), Y1; \
+	XXS_PREP; \
+	TI_D(r); \
+	TI_GATHER_IQ3XXS(0); TI_GROUP(r, 0); \
+	TI_GATHER_IQ3XXS(1); TI_GROUP(r, 1); \
+	TI_GATHER_IQ3XXS(2); TI_GROUP(r, 2); \
+	TI_GATHER_IQ3XXS(3); TI_GROUP(r, 3); \
+	TI_GATHER_IQ3XXS(4); TI_GROUP(r, 4); \
+	TI_GATHER_IQ3XXS(5); TI_GROUP(r, 5); \
+	TI_GATHER_IQ3XXS(6); TI_GROUP(r, 6); \
+	TI_GATHER_IQ3XXS(7); TI_GROUP(r, 7)
+
+// TI_FLOAT updates the floats of the eight results of activation rows
+// p0 and p1 (at R10 + off): sumf = fma(d·yd, float32(bsum), sumf); with
+// Y8, Y10–Y12.
+#define TI_FLOAT(p0, p1, off) \
+	VCVTDQ2PS      tI+off(R13)(R10*1), Y8; \
+	VBROADCASTSS   0(p0), X10; \
+	VBROADCASTSS   0(p1), X11; \
+	VINSERTF128    $1, X11, Y10, Y10; \
+	VBROADCASTF128 tD(R13), Y11; \
+	VMULPS         Y10, Y11, Y11; \
+	VMOVUPS        tAcc+off(R13)(R10*1), Y12; \
+	VFMADD231PS    Y8, Y11, Y12; \
+	VMOVUPS        Y12, tAcc+off(R13)(R10*1)
+
+// TI_PAIR_AVX2 runs one pair of activation rows (DI, R12) against the
+// decoded block: lanes, bsums, floats.
+#define TI_PAIR_AVX2 \
+	MOVQ 0(SP), DI; \
+	MOVQ DI, R12; \
+	ADDQ 0(CX), DI; \
+	ADDQ 8(CX), R12; \
+	VPXOR Y0, Y0, Y0; \
+	VPXOR Y1, Y1, Y1; \
+	VPXOR Y2, Y2, Y2; \
+	VPXOR Y3, Y3, Y3; \
+	VPXOR Y4, Y4, Y4; \
+	VPXOR Y5, Y5, Y5; \
+	VPXOR Y6, Y6, Y6; \
+	VPXOR Y7, Y7, Y7; \
+	TK3_SUBBLOCK(0, tiK64<>(SB)); \
+	TK3_SUBBLOCK(1, tiK64<>(SB)); \
+	TK3_SUBBLOCK(2, tiK64<>(SB)); \
+	TK3_SUBBLOCK(3, tiK64<>(SB)); \
+	TK3_SUBBLOCK(4, tiK64<>(SB)); \
+	TK3_SUBBLOCK(5, tiK64<>(SB)); \
+	TK3_SUBBLOCK(6, tiK64<>(SB)); \
+	TK3_SUBBLOCK(7, tiK64<>(SB)); \
+	TQ2_ISUMS(Y0, Y1, Y2, Y3, X0, 0); \
+	TQ2_ISUMS(Y4, Y5, Y6, Y7, X4, 1); \
+	TI_FLOAT(DI, R12, 0)
+
+// TI_QUAD_AVX512 runs four activation rows (DI, R12, SI, BX) against the
+// decoded block, Z30 holding 64 in every byte; the bsums of the last
+// activation row first, as TQ2_ISUMS's X13 is one of its registers.
+#define TI_QUAD_AVX512 \
+	MOVQ 0(SP), DI; \
+	MOVQ DI, R12; \
+	MOVQ DI, SI; \
+	MOVQ DI, BX; \
+	ADDQ 0(CX), DI; \
+	ADDQ 8(CX), R12; \
+	ADDQ 16(CX), SI; \
+	ADDQ 24(CX), BX; \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z1, Z1, Z1; \
+	VPXORD Z2, Z2, Z2; \
+	VPXORD Z3, Z3, Z3; \
+	VPXORD Z4, Z4, Z4; \
+	VPXORD Z5, Z5, Z5; \
+	VPXORD Z6, Z6, Z6; \
+	VPXORD Z7, Z7, Z7; \
+	VPXORD Z8, Z8, Z8; \
+	VPXORD Z9, Z9, Z9; \
+	VPXORD Z10, Z10, Z10; \
+	VPXORD Z11, Z11, Z11; \
+	VPXORD Z12, Z12, Z12; \
+	VPXORD Z13, Z13, Z13; \
+	VPXORD Z14, Z14, Z14; \
+	VPXORD Z15, Z15, Z15; \
+	TZ3_PAIR(0); \
+	TZ3_PAIR(1); \
+	TZ3_PAIR(2); \
+	TZ3_PAIR(3); \
+	TZ_HALVES(Z0, Y0); \
+	TZ_HALVES(Z1, Y1); \
+	TZ_HALVES(Z2, Y2); \
+	TZ_HALVES(Z3, Y3); \
+	TZ_HALVES(Z4, Y4); \
+	TZ_HALVES(Z5, Y5); \
+	TZ_HALVES(Z6, Y6); \
+	TZ_HALVES(Z7, Y7); \
+	TZ_HALVES(Z8, Y8); \
+	TZ_HALVES(Z9, Y9); \
+	TZ_HALVES(Z10, Y10); \
+	TZ_HALVES(Z11, Y11); \
+	TZ_HALVES(Z12, Y12); \
+	TZ_HALVES(Z13, Y13); \
+	TZ_HALVES(Z14, Y14); \
+	TZ_HALVES(Z15, Y15); \
+	TQ2_ISUMS(Y12, Y13, Y14, Y15, X12, 3); \
+	TQ2_ISUMS(Y8, Y9, Y10, Y11, X8, 2); \
+	TQ2_ISUMS(Y4, Y5, Y6, Y7, X4, 1); \
+	TQ2_ISUMS(Y0, Y1, Y2, Y3, X0, 0); \
+	TI_FLOAT(DI, R12, 0); \
+	TI_FLOAT(SI, BX, 32)
+
+// func dotIQ2XXSTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
+TEXT ·dotIQ2XXSTileAVX2(SB), NOSPLIT, $24-64
+	TK_PROLOGUE_Q2
+
+dotiq2xxsavx2Block:
+	MOVQ grid+56(FP), R8
+	MOVQ R11, SI
+	TI_DECODE_IQ2XXS(0)
+	ADDQ stride+8(FP), SI
+	TI_DECODE_IQ2XXS(1)
+	ADDQ stride+8(FP), SI
+	TI_DECODE_IQ2XXS(2)
+	ADDQ stride+8(FP), SI
+	TI_DECODE_IQ2XXS(3)
+	XORQ R10, R10
+	MOVQ offs+24(FP), CX
+
+dotiq2xxsavx2Step:
+	TI_PAIR_AVX2
+	ADDQ $16, CX
+	ADDQ $32, R10
+	CMPQ R10, 16(SP)
+	JLT  dotiq2xxsavx2Step
+
+	ADDQ $66, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  dotiq2xxsavx2Block
+	VZEROUPPER
+	RET
+
+// func dotIQ2XXSTileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
+TEXT ·dotIQ2XXSTileAVX512(SB), NOSPLIT, $24-64
+	TK_PROLOGUE_Q2
+	VMOVDQU64 tiK64<>(SB), Y30
+	VINSERTI64X4 $1, Y30, Z30, Z30
+
+dotiq2xxsavx512Block:
+	MOVQ grid+56(FP), R8
+	MOVQ R11, SI
+	TI_DECODE_IQ2XXS(0)
+	ADDQ stride+8(FP), SI
+	TI_DECODE_IQ2XXS(1)
+	ADDQ stride+8(FP), SI
+	TI_DECODE_IQ2XXS(2)
+	ADDQ stride+8(FP), SI
+	TI_DECODE_IQ2XXS(3)
+	XORQ R10, R10
+	MOVQ offs+24(FP), CX
+
+dotiq2xxsavx512Step:
+	TI_QUAD_AVX512
+	ADDQ $32, CX
+	ADDQ $64, R10
+	CMPQ R10, 16(SP)
+	JLT  dotiq2xxsavx512Step
+
+	ADDQ $66, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  dotiq2xxsavx512Block
+	VZEROUPPER
+	RET
+
+// func dotIQ3XXSTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
+TEXT ·dotIQ3XXSTileAVX2(SB), NOSPLIT, $24-64
+	TK_PROLOGUE_Q2
+
+dotiq3xxsavx2Block:
+	MOVQ grid+56(FP), R8
+	MOVQ R11, SI
+	TI_DECODE_IQ3XXS(0)
+	ADDQ stride+8(FP), SI
+	TI_DECODE_IQ3XXS(1)
+	ADDQ stride+8(FP), SI
+	TI_DECODE_IQ3XXS(2)
+	ADDQ stride+8(FP), SI
+	TI_DECODE_IQ3XXS(3)
+	XORQ R10, R10
+	MOVQ offs+24(FP), CX
+
+dotiq3xxsavx2Step:
+	TI_PAIR_AVX2
+	ADDQ $16, CX
+	ADDQ $32, R10
+	CMPQ R10, 16(SP)
+	JLT  dotiq3xxsavx2Step
+
+	ADDQ $98, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  dotiq3xxsavx2Block
+	VZEROUPPER
+	RET
+
+// func dotIQ3XXSTileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
+TEXT ·dotIQ3XXSTileAVX512(SB), NOSPLIT, $24-64
+	TK_PROLOGUE_Q2
+	VMOVDQU64 tiK64<>(SB), Y30
+	VINSERTI64X4 $1, Y30, Z30, Z30
+
+dotiq3xxsavx512Block:
+	MOVQ grid+56(FP), R8
+	MOVQ R11, SI
+	TI_DECODE_IQ3XXS(0)
+	ADDQ stride+8(FP), SI
+	TI_DECODE_IQ3XXS(1)
+	ADDQ stride+8(FP), SI
+	TI_DECODE_IQ3XXS(2)
+	ADDQ stride+8(FP), SI
+	TI_DECODE_IQ3XXS(3)
+	XORQ R10, R10
+	MOVQ offs+24(FP), CX
+
+dotiq3xxsavx512Step:
+	TI_QUAD_AVX512
+	ADDQ $32, CX
+	ADDQ $64, R10
+	CMPQ R10, 16(SP)
+	JLT  dotiq3xxsavx512Step
+
+	ADDQ $98, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  dotiq3xxsavx512Block
+	VZEROUPPER
+	RET

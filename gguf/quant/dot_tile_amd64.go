@@ -82,6 +82,8 @@ func init() {
 		hasDotTile[t] = true
 	}
 	hasDotSpan[gguf.TypeQ2_K] = true
+	hasDotSpan[gguf.TypeIQ2_XXS] = true
+	hasDotSpan[gguf.TypeIQ3_XXS] = true
 	hasDotSpan[gguf.TypeQ3_K] = true
 	hasDotSpan[gguf.TypeQ4_K] = true
 	hasDotSpan[gguf.TypeQ5_K] = true
@@ -162,6 +164,18 @@ func dotQ2_KTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, n
 func dotQ2_KTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
 
 //go:noescape
+func dotIQ2XXSTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch, grid *uint64)
+
+//go:noescape
+func dotIQ2XXSTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch, grid *uint64)
+
+//go:noescape
+func dotIQ3XXSTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch, grid *uint32)
+
+//go:noescape
+func dotIQ3XXSTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch, grid *uint32)
+
+//go:noescape
 func dotQ3_KTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
 
 //go:noescape
@@ -185,6 +199,10 @@ func dotQ6_KTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, n
 //go:noescape
 func dotQ6_KTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
 
+// spanSumfScale holds the span kernels that keep one float a result,
+// with the factor their single-row kernels multiply it by at the end.
+var spanSumfScale = map[gguf.Type]float32{gguf.TypeQ2_K: 1, gguf.TypeIQ2_XXS: 0.125, gguf.TypeIQ3_XXS: 0.25}
+
 // vecDotKSpan is the span kernel of K-quant t at the level in use: four
 // weight rows, stride bytes apart, against the Q8_K rows of ta from row
 // j, up to TileSpan of them, out[c·outStride + r] for weight row r and
@@ -202,6 +220,14 @@ func vecDotKSpan(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, out
 		_ = a[offs[cols-1]+nb*blockQ8K-1]
 		wp, ap, ncols := unsafe.SliceData(w), unsafe.SliceData(a), (cols+3)&^3
 		switch z := useAVX512(); {
+		case t == gguf.TypeIQ2_XXS && z:
+			dotIQ2XXSTileAVX512(wp, stride, ap, &offs, ncols, nb, &s, &iq2xxsGrid[0])
+		case t == gguf.TypeIQ2_XXS:
+			dotIQ2XXSTileAVX2(wp, stride, ap, &offs, ncols, nb, &s, &iq2xxsGrid[0])
+		case t == gguf.TypeIQ3_XXS && z:
+			dotIQ3XXSTileAVX512(wp, stride, ap, &offs, ncols, nb, &s, &iq3xxsGrid[0])
+		case t == gguf.TypeIQ3_XXS:
+			dotIQ3XXSTileAVX2(wp, stride, ap, &offs, ncols, nb, &s, &iq3xxsGrid[0])
 		case t == gguf.TypeQ2_K && z:
 			dotQ2_KTileAVX512(wp, stride, ap, &offs, ncols, nb, &s)
 		case t == gguf.TypeQ2_K:
@@ -226,11 +252,18 @@ func vecDotKSpan(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, out
 			panic("quant: no span kernel for " + t.String())
 		}
 	}
-	if t == gguf.TypeQ2_K {
-		// One float a result, activation row by activation row.
+	if scale, ok := spanSumfScale[t]; ok {
+		// One float a result, activation row by activation row, times
+		// the type's factor as iqSum applies it.
 		sumf := (*[TileSpan][TileRows]float32)(unsafe.Pointer(&s.acc))
 		for c := range cols {
-			*(*[TileRows]float32)(out[c*outStride:]) = sumf[c]
+			o := (*[TileRows]float32)(out[c*outStride:])
+			for r := range TileRows {
+				o[r] = sumf[c][r]
+				if scale != 1 {
+					o[r] = float32(scale * sumf[c][r])
+				}
+			}
 		}
 		return
 	}
