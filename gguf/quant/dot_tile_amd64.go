@@ -84,6 +84,7 @@ func init() {
 	hasDotSpan[gguf.TypeQ2_K] = true
 	hasDotSpan[gguf.TypeIQ2_XXS] = true
 	hasDotSpan[gguf.TypeIQ3_XXS] = true
+	hasDotSpan[gguf.TypeIQ4_XS] = true
 	hasDotSpan[gguf.TypeQ3_K] = true
 	hasDotSpan[gguf.TypeQ4_K] = true
 	hasDotSpan[gguf.TypeQ5_K] = true
@@ -176,6 +177,9 @@ func dotIQ3XXSTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols,
 func dotIQ3XXSTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch, grid *uint32)
 
 //go:noescape
+func dotIQ4XSTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch, tab *int8)
+
+//go:noescape
 func dotQ3_KTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
 
 //go:noescape
@@ -201,7 +205,7 @@ func dotQ6_KTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols,
 
 // spanSumfScale holds the span kernels that keep one float a result,
 // with the factor their single-row kernels multiply it by at the end.
-var spanSumfScale = map[gguf.Type]float32{gguf.TypeQ2_K: 1, gguf.TypeIQ2_XXS: 0.125, gguf.TypeIQ3_XXS: 0.25}
+var spanSumfScale = map[gguf.Type]float32{gguf.TypeQ2_K: 1, gguf.TypeIQ4_XS: 1, gguf.TypeIQ2_XXS: 0.125, gguf.TypeIQ3_XXS: 0.25}
 
 // vecDotKSpan is the span kernel of K-quant t at the level in use: four
 // weight rows, stride bytes apart, against the Q8_K rows of ta from row
@@ -228,6 +232,8 @@ func vecDotKSpan(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, out
 			dotIQ3XXSTileAVX512(wp, stride, ap, &offs, ncols, nb, &s, &iq3xxsGrid[0])
 		case t == gguf.TypeIQ3_XXS:
 			dotIQ3XXSTileAVX2(wp, stride, ap, &offs, ncols, nb, &s, &iq3xxsGrid[0])
+		case t == gguf.TypeIQ4_XS:
+			dotIQ4XSTileAVX2(wp, stride, ap, &offs, ncols, nb, &s, &kvaluesIQ4NL[0])
 		case t == gguf.TypeQ2_K && z:
 			dotQ2_KTileAVX512(wp, stride, ap, &offs, ncols, nb, &s)
 		case t == gguf.TypeQ2_K:

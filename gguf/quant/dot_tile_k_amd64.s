@@ -1196,3 +1196,149 @@ q3kTileZQuad:
 	JNZ  q3kTileZBlock
 	VZEROUPPER
 	RET
+
+// IQ4_XS: 4-bit codes into kvalues_iq4nl (|level| ≤ 127), eight
+// sub-blocks of 32 with 6-bit scales, and a float step per sub-block:
+// vecDotIQ4_XS's sumf = fma(d4d8·(ls−32), float32(sumi), sumf), sub-block
+// by sub-block. The span keeps that chain eight results a vector (two
+// activation rows by the four weight rows): per sub-block, each result's
+// products (levels and q8 both as int16, VPMADDWD: exact) are added up
+// into one int32 (VPHADDD, then the two halves), the eight totals form one
+// vector in tI's order, and one VFMADD231PS advances all eight chains.
+// The scratch: levels as int16 (tLevels, 512 bytes a row, 64 a
+// sub-block), ls−32 as float32 by sub-block then row (tMins, 16 bytes a
+// sub-block), d16 (tD, a float a row), the results' sumf (tAcc).
+
+// TX_LS stores row r's ls−32 of sub-block ib as float32: the low or high
+// nibble of scales_l[ib/2] and bits 2ib, 2ib+1 of scales_h (BX) as bits
+// 4–5; with DX and X1.
+#define TX_LS(r, ib, lshift, hshift) \
+	MOVBLZX    4+ib/2(SI), DX; \
+	SHRL       $lshift, DX; \
+	ANDL       $15, DX; \
+	MOVL       BX, AX; \
+	SHRL       $hshift, AX; \
+	ANDL       $3, AX; \
+	SHLL       $4, AX; \
+	ORL        AX, DX; \
+	SUBL       $32, DX; \
+	VCVTSI2SSL DX, X1, X1; \
+	VMOVSS     X1, tMins+16*ib+4*r(R13)
+
+// TX_LEVELS stores sub-block ib's 32 levels of row r as int16: the low
+// nibbles of its 16 code bytes are values 0–15, the high 16–31; X6 holds
+// the table, X7 0x0F bytes.
+#define TX_LEVELS(r, ib) \
+	VMOVDQU   8+16*ib(SI), X2; \
+	VPSRLW    $4, X2, X3; \
+	VPAND     X7, X2, X2; \
+	VPAND     X7, X3, X3; \
+	VPSHUFB   X2, X6, X2; \
+	VPSHUFB   X3, X6, X3; \
+	VPMOVSXBW X2, Y2; \
+	VPMOVSXBW X3, Y3; \
+	VMOVDQU   Y2, tLevels+512*r+64*ib(R13); \
+	VMOVDQU   Y3, tLevels+512*r+64*ib+32(R13)
+
+#define TX_DECODE(r) \
+	MOVWLZX   0(SI), AX; \
+	VMOVD     AX, X1; \
+	VCVTPH2PS X1, X1; \
+	VMOVSS    X1, tD+4*r(R13); \
+	MOVWLZX   2(SI), BX; \
+	TX_LS(r, 0, 0, 0); TX_LS(r, 1, 4, 2); TX_LS(r, 2, 0, 4); TX_LS(r, 3, 4, 6); \
+	TX_LS(r, 4, 0, 8); TX_LS(r, 5, 4, 10); TX_LS(r, 6, 0, 12); TX_LS(r, 7, 4, 14); \
+	TX_LEVELS(r, 0); TX_LEVELS(r, 1); TX_LEVELS(r, 2); TX_LEVELS(r, 3); \
+	TX_LEVELS(r, 4); TX_LEVELS(r, 5); TX_LEVELS(r, 6); TX_LEVELS(r, 7)
+
+// TX_ROW multiplies weight row r's sub-block ib with both activation
+// rows' (Y8/Y9 and Y10/Y11, values 0–15 and 16–31 as int16) into acc0
+// and acc1, fresh each sub-block.
+#define TX_ROW(r, ib, acc0, acc1) \
+	VPMADDWD tLevels+512*r+64*ib(R13), Y8, acc0; \
+	VPMADDWD tLevels+512*r+64*ib+32(R13), Y9, Y12; \
+	VPADDD   Y12, acc0, acc0; \
+	VPMADDWD tLevels+512*r+64*ib(R13), Y10, acc1; \
+	VPMADDWD tLevels+512*r+64*ib+32(R13), Y11, Y13; \
+	VPADDD   Y13, acc1, acc1
+
+// TX_SUBBLOCK advances the eight results' chains by sub-block ib: the
+// products, the totals (VPHADDD pairs of results, then pairs of pairs,
+// then the two halves: results in tI's order), then one fma with
+// dl = d4d8·(ls−32) (d4d8 in Y15, the sumfs in Y14).
+#define TX_SUBBLOCK(ib) \
+	VPMOVSXBW      4+32*ib(DI), Y8; \
+	VPMOVSXBW      20+32*ib(DI), Y9; \
+	VPMOVSXBW      4+32*ib(R12), Y10; \
+	VPMOVSXBW      20+32*ib(R12), Y11; \
+	TX_ROW(0, ib, Y0, Y4); \
+	TX_ROW(1, ib, Y1, Y5); \
+	TX_ROW(2, ib, Y2, Y6); \
+	TX_ROW(3, ib, Y3, Y7); \
+	VPHADDD        Y1, Y0, Y0; \
+	VPHADDD        Y3, Y2, Y2; \
+	VPHADDD        Y5, Y4, Y4; \
+	VPHADDD        Y7, Y6, Y6; \
+	VPHADDD        Y2, Y0, Y0; \
+	VPHADDD        Y6, Y4, Y4; \
+	VPERM2I128     $0x20, Y4, Y0, Y12; \
+	VPERM2I128     $0x31, Y4, Y0, Y13; \
+	VPADDD         Y13, Y12, Y12; \
+	VCVTDQ2PS      Y12, Y12; \
+	VBROADCASTF128 tMins+16*ib(R13), Y13; \
+	VMULPS         Y15, Y13, Y13; \
+	VFMADD231PS    Y12, Y13, Y14
+
+// func dotIQ4XSTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, tab *int8)
+TEXT ·dotIQ4XSTileAVX2(SB), NOSPLIT, $24-64
+	TK_PROLOGUE_Q2
+
+iq4xsTileBlock:
+	// The table and mask, in registers the products then take.
+	MOVQ tab+56(FP), AX
+	VMOVDQU (AX), X6
+	MOVQ $0x0f0f0f0f0f0f0f0f, AX
+	VMOVQ AX, X7
+	VPBROADCASTQ X7, X7
+	MOVQ R11, SI
+	TX_DECODE(0)
+	ADDQ stride+8(FP), SI
+	TX_DECODE(1)
+	ADDQ stride+8(FP), SI
+	TX_DECODE(2)
+	ADDQ stride+8(FP), SI
+	TX_DECODE(3)
+	XORQ R10, R10
+	MOVQ offs+24(FP), CX
+
+iq4xsTilePair:
+	MOVQ 0(SP), DI
+	MOVQ DI, R12
+	ADDQ 0(CX), DI
+	ADDQ 8(CX), R12
+	VBROADCASTSS   0(DI), X14
+	VBROADCASTSS   0(R12), X15
+	VINSERTF128    $1, X15, Y14, Y14
+	VBROADCASTF128 tD(R13), Y15
+	VMULPS         Y14, Y15, Y15
+	VMOVUPS        tAcc(R13)(R10*1), Y14
+	TX_SUBBLOCK(0)
+	TX_SUBBLOCK(1)
+	TX_SUBBLOCK(2)
+	TX_SUBBLOCK(3)
+	TX_SUBBLOCK(4)
+	TX_SUBBLOCK(5)
+	TX_SUBBLOCK(6)
+	TX_SUBBLOCK(7)
+	VMOVUPS Y14, tAcc(R13)(R10*1)
+	ADDQ $16, CX
+	ADDQ $32, R10
+	CMPQ R10, 16(SP)
+	JLT  iq4xsTilePair
+
+	ADDQ $136, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  iq4xsTileBlock
+	VZEROUPPER
+	RET
