@@ -723,13 +723,84 @@ DATA tiK64<>+0x10(SB)/8, $0x4040404040404040
 DATA tiK64<>+0x18(SB)/8, $0x4040404040404040
 GLOBL tiK64<>(SB), RODATA|NOPTR, $32
 
-// TI_GROUP stores group g of row r from its 32 grid magnitudes (Y5),
-// XXS_PREP's sign bytes (Y10) and odd scales (Y11): the group's four
-// sign bytes spread over their eight values each (iqSignPos<> after
-// VPERMD puts the group's dword in every lane), turned into 0xFF masks
-// where a value is negated, then (g ⊕ m) − m + 64; and the scale as
-// int16s. With Y2, Y3.
-#define TI_GROUP(r, g) \
+// tiScale32<>+32g spreads byte g of each lane over its eight int16s;
+// tiScale16<>+32g spreads byte 2g over the low lane's and byte 2g+1 over
+// the high lane's.
+DATA tiScale32<>+0(SB)/8, $0x8000800080008000
+DATA tiScale32<>+8(SB)/8, $0x8000800080008000
+DATA tiScale32<>+16(SB)/8, $0x8000800080008000
+DATA tiScale32<>+24(SB)/8, $0x8000800080008000
+DATA tiScale32<>+32(SB)/8, $0x8001800180018001
+DATA tiScale32<>+40(SB)/8, $0x8001800180018001
+DATA tiScale32<>+48(SB)/8, $0x8001800180018001
+DATA tiScale32<>+56(SB)/8, $0x8001800180018001
+DATA tiScale32<>+64(SB)/8, $0x8002800280028002
+DATA tiScale32<>+72(SB)/8, $0x8002800280028002
+DATA tiScale32<>+80(SB)/8, $0x8002800280028002
+DATA tiScale32<>+88(SB)/8, $0x8002800280028002
+DATA tiScale32<>+96(SB)/8, $0x8003800380038003
+DATA tiScale32<>+104(SB)/8, $0x8003800380038003
+DATA tiScale32<>+112(SB)/8, $0x8003800380038003
+DATA tiScale32<>+120(SB)/8, $0x8003800380038003
+DATA tiScale32<>+128(SB)/8, $0x8004800480048004
+DATA tiScale32<>+136(SB)/8, $0x8004800480048004
+DATA tiScale32<>+144(SB)/8, $0x8004800480048004
+DATA tiScale32<>+152(SB)/8, $0x8004800480048004
+DATA tiScale32<>+160(SB)/8, $0x8005800580058005
+DATA tiScale32<>+168(SB)/8, $0x8005800580058005
+DATA tiScale32<>+176(SB)/8, $0x8005800580058005
+DATA tiScale32<>+184(SB)/8, $0x8005800580058005
+DATA tiScale32<>+192(SB)/8, $0x8006800680068006
+DATA tiScale32<>+200(SB)/8, $0x8006800680068006
+DATA tiScale32<>+208(SB)/8, $0x8006800680068006
+DATA tiScale32<>+216(SB)/8, $0x8006800680068006
+DATA tiScale32<>+224(SB)/8, $0x8007800780078007
+DATA tiScale32<>+232(SB)/8, $0x8007800780078007
+DATA tiScale32<>+240(SB)/8, $0x8007800780078007
+DATA tiScale32<>+248(SB)/8, $0x8007800780078007
+GLOBL tiScale32<>(SB), RODATA|NOPTR, $256
+
+DATA tiScale16<>+0(SB)/8, $0x8000800080008000
+DATA tiScale16<>+8(SB)/8, $0x8000800080008000
+DATA tiScale16<>+16(SB)/8, $0x8001800180018001
+DATA tiScale16<>+24(SB)/8, $0x8001800180018001
+DATA tiScale16<>+32(SB)/8, $0x8002800280028002
+DATA tiScale16<>+40(SB)/8, $0x8002800280028002
+DATA tiScale16<>+48(SB)/8, $0x8003800380038003
+DATA tiScale16<>+56(SB)/8, $0x8003800380038003
+DATA tiScale16<>+64(SB)/8, $0x8004800480048004
+DATA tiScale16<>+72(SB)/8, $0x8004800480048004
+DATA tiScale16<>+80(SB)/8, $0x8005800580058005
+DATA tiScale16<>+88(SB)/8, $0x8005800580058005
+DATA tiScale16<>+96(SB)/8, $0x8006800680068006
+DATA tiScale16<>+104(SB)/8, $0x8006800680068006
+DATA tiScale16<>+112(SB)/8, $0x8007800780078007
+DATA tiScale16<>+120(SB)/8, $0x8007800780078007
+DATA tiScale16<>+128(SB)/8, $0x8008800880088008
+DATA tiScale16<>+136(SB)/8, $0x8008800880088008
+DATA tiScale16<>+144(SB)/8, $0x8009800980098009
+DATA tiScale16<>+152(SB)/8, $0x8009800980098009
+DATA tiScale16<>+160(SB)/8, $0x800a800a800a800a
+DATA tiScale16<>+168(SB)/8, $0x800a800a800a800a
+DATA tiScale16<>+176(SB)/8, $0x800b800b800b800b
+DATA tiScale16<>+184(SB)/8, $0x800b800b800b800b
+DATA tiScale16<>+192(SB)/8, $0x800c800c800c800c
+DATA tiScale16<>+200(SB)/8, $0x800c800c800c800c
+DATA tiScale16<>+208(SB)/8, $0x800d800d800d800d
+DATA tiScale16<>+216(SB)/8, $0x800d800d800d800d
+DATA tiScale16<>+224(SB)/8, $0x800e800e800e800e
+DATA tiScale16<>+232(SB)/8, $0x800e800e800e800e
+DATA tiScale16<>+240(SB)/8, $0x800f800f800f800f
+DATA tiScale16<>+248(SB)/8, $0x800f800f800f800f
+GLOBL tiScale16<>(SB), RODATA|NOPTR, $256
+
+// TI_GROUP stores group g of row r from its 32 grid magnitudes (Y5) and
+// its four sign bytes (dword g of Y10, XXS_PREP's layout and the literal
+// sign bytes' alike): the bytes spread over their eight values each
+// (iqSignPos<> after VPERMD puts the group's dword in every lane), turned
+// into 0xFF masks where a value is negated, then (g ⊕ m) − m + 64; and
+// its scales as int16s by SCALE (Y2 holds g in every dword). With Y2, Y3.
+#define TI_GROUP(r, g, SCALE) \
 	VPBROADCASTD tiIdx<>+4*g(SB), Y2; \
 	VPERMD       Y10, Y2, Y3; \
 	VPSHUFB      iqSignPos<>(SB), Y3, Y3; \
@@ -739,9 +810,24 @@ GLOBL tiK64<>(SB), RODATA|NOPTR, $32
 	VPSUBB       Y3, Y5, Y5; \
 	VPADDB       tiK64<>(SB), Y5, Y5; \
 	VMOVDQU      Y5, tLevels+256*r+32*g(R13); \
-	VPERMD       Y11, Y2, Y3; \
-	VPSHUFB      iqScalePos<>(SB), Y3, Y3; \
-	VMOVDQU      Y3, tScales+256*r+32*g(R13)
+	SCALE(r, g)
+
+// TI_SCALE_XXS: XXS_PREP's odd scale, dword g of Y11, over all 16 int16s.
+#define TI_SCALE_XXS(r, g) \
+	VPERMD  Y11, Y2, Y3; \
+	VPSHUFB iqScalePos<>(SB), Y3, Y3; \
+	VMOVDQU Y3, tScales+256*r+32*g(R13)
+
+// TI_SCALE_S32 (IQ3_S): SCALE_BYTES's byte g of Y11, over all 16 int16s.
+#define TI_SCALE_S32(r, g) \
+	VPSHUFB tiScale32<>+32*g(SB), Y11, Y3; \
+	VMOVDQU Y3, tScales+256*r+32*g(R13)
+
+// TI_SCALE_S16 (IQ2_S): bytes 2g and 2g+1 of Y11, the scales of the
+// group's two halves, over the low and the high eight int16s.
+#define TI_SCALE_S16(r, g) \
+	VPSHUFB tiScale16<>+32*g(SB), Y11, Y3; \
+	VMOVDQU Y3, tScales+256*r+32*g(R13)
 
 // TI_INDICES4 moves the low four bytes of AX to BX, CX, DX and DI
 // (registers AH can be moved to), shifting AX right by 16 on the way.
@@ -779,9 +865,9 @@ GLOBL tiK64<>(SB), RODATA|NOPTR, $32
 	VPINSRD     $3, (R8)(DI*4), X2, X2; \
 	VINSERTI128 $1, X2, Y5, Y5
 
-// TI_D stores row r's f16 d as float32 at tD+4r.
-#define TI_D(r) \
-	MOVWLZX   0(SI), AX; \
+// TI_D stores row r's f16 d (at 0(row)) as float32 at tD+4r.
+#define TI_D(row, r) \
+	MOVWLZX   0(row), AX; \
 	VMOVD     AX, X2; \
 	VCVTPH2PS X2, X2; \
 	VMOVSS    X2, tD+4*r(R13)
@@ -794,30 +880,30 @@ GLOBL tiK64<>(SB), RODATA|NOPTR, $32
 	VSHUFPS $0xDD, 34(SI), Y1, Y1; \
 	VPERMQ  $0xD8, Y1, Y1; \
 	XXS_PREP; \
-	TI_D(r); \
-	TI_GATHER_IQ2XXS(0); TI_GROUP(r, 0); \
-	TI_GATHER_IQ2XXS(1); TI_GROUP(r, 1); \
-	TI_GATHER_IQ2XXS(2); TI_GROUP(r, 2); \
-	TI_GATHER_IQ2XXS(3); TI_GROUP(r, 3); \
-	TI_GATHER_IQ2XXS(4); TI_GROUP(r, 4); \
-	TI_GATHER_IQ2XXS(5); TI_GROUP(r, 5); \
-	TI_GATHER_IQ2XXS(6); TI_GROUP(r, 6); \
-	TI_GATHER_IQ2XXS(7); TI_GROUP(r, 7)
+	TI_D(SI, r); \
+	TI_GATHER_IQ2XXS(0); TI_GROUP(r, 0, TI_SCALE_XXS); \
+	TI_GATHER_IQ2XXS(1); TI_GROUP(r, 1, TI_SCALE_XXS); \
+	TI_GATHER_IQ2XXS(2); TI_GROUP(r, 2, TI_SCALE_XXS); \
+	TI_GATHER_IQ2XXS(3); TI_GROUP(r, 3, TI_SCALE_XXS); \
+	TI_GATHER_IQ2XXS(4); TI_GROUP(r, 4, TI_SCALE_XXS); \
+	TI_GATHER_IQ2XXS(5); TI_GROUP(r, 5, TI_SCALE_XXS); \
+	TI_GATHER_IQ2XXS(6); TI_GROUP(r, 6, TI_SCALE_XXS); \
+	TI_GATHER_IQ2XXS(7); TI_GROUP(r, 7, TI_SCALE_XXS)
 
 // TI_DECODE_IQ3XXS is TI_DECODE_IQ2XXS for IQ3_XXS, whose uint32 of
 // signs and scale follow the grid indices.
 #define TI_DECODE_IQ3XXS(r) \
 	VMOVDQU 66(SI), Y1; \
 	XXS_PREP; \
-	TI_D(r); \
-	TI_GATHER_IQ3XXS(0); TI_GROUP(r, 0); \
-	TI_GATHER_IQ3XXS(1); TI_GROUP(r, 1); \
-	TI_GATHER_IQ3XXS(2); TI_GROUP(r, 2); \
-	TI_GATHER_IQ3XXS(3); TI_GROUP(r, 3); \
-	TI_GATHER_IQ3XXS(4); TI_GROUP(r, 4); \
-	TI_GATHER_IQ3XXS(5); TI_GROUP(r, 5); \
-	TI_GATHER_IQ3XXS(6); TI_GROUP(r, 6); \
-	TI_GATHER_IQ3XXS(7); TI_GROUP(r, 7)
+	TI_D(SI, r); \
+	TI_GATHER_IQ3XXS(0); TI_GROUP(r, 0, TI_SCALE_XXS); \
+	TI_GATHER_IQ3XXS(1); TI_GROUP(r, 1, TI_SCALE_XXS); \
+	TI_GATHER_IQ3XXS(2); TI_GROUP(r, 2, TI_SCALE_XXS); \
+	TI_GATHER_IQ3XXS(3); TI_GROUP(r, 3, TI_SCALE_XXS); \
+	TI_GATHER_IQ3XXS(4); TI_GROUP(r, 4, TI_SCALE_XXS); \
+	TI_GATHER_IQ3XXS(5); TI_GROUP(r, 5, TI_SCALE_XXS); \
+	TI_GATHER_IQ3XXS(6); TI_GROUP(r, 6, TI_SCALE_XXS); \
+	TI_GATHER_IQ3XXS(7); TI_GROUP(r, 7, TI_SCALE_XXS)
 
 // TI_FLOAT updates the floats of the eight results of activation rows
 // p0 and p1 (at R10 + off): sumf = fma(d·yd, float32(bsum), sumf); with
@@ -914,6 +1000,57 @@ GLOBL tiK64<>(SB), RODATA|NOPTR, $32
 	TQ2_ISUMS(Y0, Y1, Y2, Y3, X0, 0); \
 	TI_FLOAT(DI, R12, 0); \
 	TI_FLOAT(SI, BX, 32)
+
+
+// IQ3_S and IQ2_S spans: the grid indices of a row's block computed by
+// IQ3S_PREP and IQ2S_PREP (row at R8, Y8 their multiplier) into tS (R10),
+// which these kernels do not otherwise use, with the literal sign bytes
+// in Y10 and SCALE_BYTES's scales in Y11; then gathered a group at a
+// time (grid at R9).
+
+// TI_WORDS4 loads the four uint16 indices at off(R10) into BX, CX, DX, AX.
+#define TI_WORDS4(off) \
+	MOVQ    off(R10), AX; \
+	MOVWLZX AX, BX;       \
+	SHRQ    $16, AX;      \
+	MOVWLZX AX, CX;       \
+	SHRQ    $16, AX;      \
+	MOVWLZX AX, DX;       \
+	SHRQ    $16, AX
+
+#define TI_GATHER_IQ3S(g) \
+	TI_WORDS4(16*g); \
+	GATHER4D_LO(R9, BX, CX, DX, AX, X5); \
+	TI_WORDS4(16*g+8); \
+	GATHER4D_HI(R9, BX, CX, DX, AX, Y5)
+
+#define TI_GATHER_IQ2S(g) \
+	TI_WORDS4(8*g); \
+	GATHER4Q(R9, BX, CX, DX, AX, Y5, X5)
+
+#define TI_DECODE_IQ3S(r) \
+	IQ3S_PREP(0, R10); \
+	TI_D(R8, r); \
+	TI_GATHER_IQ3S(0); TI_GROUP(r, 0, TI_SCALE_S32); \
+	TI_GATHER_IQ3S(1); TI_GROUP(r, 1, TI_SCALE_S32); \
+	TI_GATHER_IQ3S(2); TI_GROUP(r, 2, TI_SCALE_S32); \
+	TI_GATHER_IQ3S(3); TI_GROUP(r, 3, TI_SCALE_S32); \
+	TI_GATHER_IQ3S(4); TI_GROUP(r, 4, TI_SCALE_S32); \
+	TI_GATHER_IQ3S(5); TI_GROUP(r, 5, TI_SCALE_S32); \
+	TI_GATHER_IQ3S(6); TI_GROUP(r, 6, TI_SCALE_S32); \
+	TI_GATHER_IQ3S(7); TI_GROUP(r, 7, TI_SCALE_S32)
+
+#define TI_DECODE_IQ2S(r) \
+	IQ2S_PREP(0, R10); \
+	TI_D(R8, r); \
+	TI_GATHER_IQ2S(0); TI_GROUP(r, 0, TI_SCALE_S16); \
+	TI_GATHER_IQ2S(1); TI_GROUP(r, 1, TI_SCALE_S16); \
+	TI_GATHER_IQ2S(2); TI_GROUP(r, 2, TI_SCALE_S16); \
+	TI_GATHER_IQ2S(3); TI_GROUP(r, 3, TI_SCALE_S16); \
+	TI_GATHER_IQ2S(4); TI_GROUP(r, 4, TI_SCALE_S16); \
+	TI_GATHER_IQ2S(5); TI_GROUP(r, 5, TI_SCALE_S16); \
+	TI_GATHER_IQ2S(6); TI_GROUP(r, 6, TI_SCALE_S16); \
+	TI_GATHER_IQ2S(7); TI_GROUP(r, 7, TI_SCALE_S16)
 
 // func dotIQ2XXSTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
 TEXT ·dotIQ2XXSTileAVX2(SB), NOSPLIT, $24-64
@@ -1040,5 +1177,141 @@ dotiq3xxsavx512Step:
 	ADDQ $292, 0(SP)
 	DECQ 8(SP)
 	JNZ  dotiq3xxsavx512Block
+	VZEROUPPER
+	RET
+
+// func dotIQ3STileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
+TEXT ·dotIQ3STileAVX2(SB), NOSPLIT, $24-64
+	TK_PROLOGUE_Q2
+
+dotiq3savx2Block:
+	MOVQ    grid+56(FP), R9
+	LEAQ    tS(R13), R10
+	VMOVDQU iq3sHighMul<>(SB), Y8
+	MOVQ    R11, R8
+	TI_DECODE_IQ3S(0)
+	ADDQ    stride+8(FP), R8
+	TI_DECODE_IQ3S(1)
+	ADDQ    stride+8(FP), R8
+	TI_DECODE_IQ3S(2)
+	ADDQ    stride+8(FP), R8
+	TI_DECODE_IQ3S(3)
+	XORQ    R10, R10
+	MOVQ    offs+24(FP), CX
+
+dotiq3savx2Step:
+	TI_PAIR_AVX2
+	ADDQ $16, CX
+	ADDQ $32, R10
+	CMPQ R10, 16(SP)
+	JLT  dotiq3savx2Step
+
+	ADDQ $110, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  dotiq3savx2Block
+	VZEROUPPER
+	RET
+
+// func dotIQ3STileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
+TEXT ·dotIQ3STileAVX512(SB), NOSPLIT, $24-64
+	TK_PROLOGUE_Q2
+	VMOVDQU64 tiK64<>(SB), Y30
+	VINSERTI64X4 $1, Y30, Z30, Z30
+
+dotiq3savx512Block:
+	MOVQ    grid+56(FP), R9
+	LEAQ    tS(R13), R10
+	VMOVDQU iq3sHighMul<>(SB), Y8
+	MOVQ    R11, R8
+	TI_DECODE_IQ3S(0)
+	ADDQ    stride+8(FP), R8
+	TI_DECODE_IQ3S(1)
+	ADDQ    stride+8(FP), R8
+	TI_DECODE_IQ3S(2)
+	ADDQ    stride+8(FP), R8
+	TI_DECODE_IQ3S(3)
+	XORQ    R10, R10
+	MOVQ    offs+24(FP), CX
+
+dotiq3savx512Step:
+	TI_QUAD_AVX512
+	ADDQ $32, CX
+	ADDQ $64, R10
+	CMPQ R10, 16(SP)
+	JLT  dotiq3savx512Step
+
+	ADDQ $110, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  dotiq3savx512Block
+	VZEROUPPER
+	RET
+
+// func dotIQ2STileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
+TEXT ·dotIQ2STileAVX2(SB), NOSPLIT, $24-64
+	TK_PROLOGUE_Q2
+
+dotiq2savx2Block:
+	MOVQ    grid+56(FP), R9
+	LEAQ    tS(R13), R10
+	VMOVDQU iq2sHighMul<>(SB), Y8
+	MOVQ    R11, R8
+	TI_DECODE_IQ2S(0)
+	ADDQ    stride+8(FP), R8
+	TI_DECODE_IQ2S(1)
+	ADDQ    stride+8(FP), R8
+	TI_DECODE_IQ2S(2)
+	ADDQ    stride+8(FP), R8
+	TI_DECODE_IQ2S(3)
+	XORQ    R10, R10
+	MOVQ    offs+24(FP), CX
+
+dotiq2savx2Step:
+	TI_PAIR_AVX2
+	ADDQ $16, CX
+	ADDQ $32, R10
+	CMPQ R10, 16(SP)
+	JLT  dotiq2savx2Step
+
+	ADDQ $82, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  dotiq2savx2Block
+	VZEROUPPER
+	RET
+
+// func dotIQ2STileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
+TEXT ·dotIQ2STileAVX512(SB), NOSPLIT, $24-64
+	TK_PROLOGUE_Q2
+	VMOVDQU64 tiK64<>(SB), Y30
+	VINSERTI64X4 $1, Y30, Z30, Z30
+
+dotiq2savx512Block:
+	MOVQ    grid+56(FP), R9
+	LEAQ    tS(R13), R10
+	VMOVDQU iq2sHighMul<>(SB), Y8
+	MOVQ    R11, R8
+	TI_DECODE_IQ2S(0)
+	ADDQ    stride+8(FP), R8
+	TI_DECODE_IQ2S(1)
+	ADDQ    stride+8(FP), R8
+	TI_DECODE_IQ2S(2)
+	ADDQ    stride+8(FP), R8
+	TI_DECODE_IQ2S(3)
+	XORQ    R10, R10
+	MOVQ    offs+24(FP), CX
+
+dotiq2savx512Step:
+	TI_QUAD_AVX512
+	ADDQ $32, CX
+	ADDQ $64, R10
+	CMPQ R10, 16(SP)
+	JLT  dotiq2savx512Step
+
+	ADDQ $82, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  dotiq2savx512Block
 	VZEROUPPER
 	RET

@@ -85,6 +85,8 @@ func init() {
 	hasDotSpan[gguf.TypeIQ2_XXS] = true
 	hasDotSpan[gguf.TypeIQ3_XXS] = true
 	hasDotSpan[gguf.TypeIQ4_XS] = true
+	hasDotSpan[gguf.TypeIQ2_S] = true
+	hasDotSpan[gguf.TypeIQ3_S] = true
 	hasDotSpan[gguf.TypeQ3_K] = true
 	hasDotSpan[gguf.TypeQ4_K] = true
 	hasDotSpan[gguf.TypeQ5_K] = true
@@ -180,6 +182,18 @@ func dotIQ3XXSTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncol
 func dotIQ4XSTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch, tab *int8)
 
 //go:noescape
+func dotIQ3STileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch, grid *uint32)
+
+//go:noescape
+func dotIQ3STileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch, grid *uint32)
+
+//go:noescape
+func dotIQ2STileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch, grid *uint64)
+
+//go:noescape
+func dotIQ2STileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch, grid *uint64)
+
+//go:noescape
 func dotQ3_KTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
 
 //go:noescape
@@ -205,7 +219,8 @@ func dotQ6_KTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols,
 
 // spanSumfScale holds the span kernels that keep one float a result,
 // with the factor their single-row kernels multiply it by at the end.
-var spanSumfScale = map[gguf.Type]float32{gguf.TypeQ2_K: 1, gguf.TypeIQ4_XS: 1, gguf.TypeIQ2_XXS: 0.125, gguf.TypeIQ3_XXS: 0.25}
+var spanSumfScale = map[gguf.Type]float32{gguf.TypeQ2_K: 1, gguf.TypeIQ4_XS: 1, gguf.TypeIQ2_XXS: 0.125, gguf.TypeIQ3_XXS: 0.25,
+	gguf.TypeIQ2_S: 0.125, gguf.TypeIQ3_S: 1}
 
 // vecDotKSpan is the span kernel of K-quant t at the level in use: four
 // weight rows, stride bytes apart, against the Q8_K rows of ta from row
@@ -232,6 +247,14 @@ func vecDotKSpan(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, out
 			dotIQ3XXSTileAVX512(wp, stride, ap, &offs, ncols, nb, &s, &iq3xxsGrid[0])
 		case t == gguf.TypeIQ3_XXS:
 			dotIQ3XXSTileAVX2(wp, stride, ap, &offs, ncols, nb, &s, &iq3xxsGrid[0])
+		case t == gguf.TypeIQ3_S && z:
+			dotIQ3STileAVX512(wp, stride, ap, &offs, ncols, nb, &s, &iq3sGrid[0])
+		case t == gguf.TypeIQ3_S:
+			dotIQ3STileAVX2(wp, stride, ap, &offs, ncols, nb, &s, &iq3sGrid[0])
+		case t == gguf.TypeIQ2_S && z:
+			dotIQ2STileAVX512(wp, stride, ap, &offs, ncols, nb, &s, &iq2sGrid[0])
+		case t == gguf.TypeIQ2_S:
+			dotIQ2STileAVX2(wp, stride, ap, &offs, ncols, nb, &s, &iq2sGrid[0])
 		case t == gguf.TypeIQ4_XS:
 			dotIQ4XSTileAVX2(wp, stride, ap, &offs, ncols, nb, &s, &kvaluesIQ4NL[0])
 		case t == gguf.TypeQ2_K && z:
