@@ -1052,6 +1052,18 @@ GLOBL tiScale16<>(SB), RODATA|NOPTR, $256
 	TI_GATHER_IQ2S(6); TI_GROUP(r, 6, TI_SCALE_S16); \
 	TI_GATHER_IQ2S(7); TI_GROUP(r, 7, TI_SCALE_S16)
 
+#define TI_DECODE_IQ2XS(r) \
+	IQ2XS_PREP(0, R10); \
+	TI_D(R8, r); \
+	TI_GATHER_IQ2S(0); TI_GROUP(r, 0, TI_SCALE_S16); \
+	TI_GATHER_IQ2S(1); TI_GROUP(r, 1, TI_SCALE_S16); \
+	TI_GATHER_IQ2S(2); TI_GROUP(r, 2, TI_SCALE_S16); \
+	TI_GATHER_IQ2S(3); TI_GROUP(r, 3, TI_SCALE_S16); \
+	TI_GATHER_IQ2S(4); TI_GROUP(r, 4, TI_SCALE_S16); \
+	TI_GATHER_IQ2S(5); TI_GROUP(r, 5, TI_SCALE_S16); \
+	TI_GATHER_IQ2S(6); TI_GROUP(r, 6, TI_SCALE_S16); \
+	TI_GATHER_IQ2S(7); TI_GROUP(r, 7, TI_SCALE_S16)
+
 // func dotIQ2XXSTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
 TEXT ·dotIQ2XXSTileAVX2(SB), NOSPLIT, $24-64
 	TK_PROLOGUE_Q2
@@ -1310,6 +1322,72 @@ dotiq2savx512Step:
 	JLT  dotiq2savx512Step
 
 	ADDQ $82, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  dotiq2savx512Block
+	VZEROUPPER
+	RET
+
+// func dotIQ2XSTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
+TEXT ·dotIQ2XSTileAVX2(SB), NOSPLIT, $24-64
+	TK_PROLOGUE_Q2
+
+dotiq2savx2Block:
+	MOVQ    grid+56(FP), R9
+	LEAQ    tS(R13), R10
+	MOVQ    R11, R8
+	TI_DECODE_IQ2XS(0)
+	ADDQ    stride+8(FP), R8
+	TI_DECODE_IQ2XS(1)
+	ADDQ    stride+8(FP), R8
+	TI_DECODE_IQ2XS(2)
+	ADDQ    stride+8(FP), R8
+	TI_DECODE_IQ2XS(3)
+	XORQ    R10, R10
+	MOVQ    offs+24(FP), CX
+
+dotiq2savx2Step:
+	TI_PAIR_AVX2
+	ADDQ $16, CX
+	ADDQ $32, R10
+	CMPQ R10, 16(SP)
+	JLT  dotiq2savx2Step
+
+	ADDQ $74, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  dotiq2savx2Block
+	VZEROUPPER
+	RET
+
+// func dotIQ2XSTileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
+TEXT ·dotIQ2XSTileAVX512(SB), NOSPLIT, $24-64
+	TK_PROLOGUE_Q2
+	VMOVDQU64 tiK64<>(SB), Y30
+	VINSERTI64X4 $1, Y30, Z30, Z30
+
+dotiq2savx512Block:
+	MOVQ    grid+56(FP), R9
+	LEAQ    tS(R13), R10
+	MOVQ    R11, R8
+	TI_DECODE_IQ2XS(0)
+	ADDQ    stride+8(FP), R8
+	TI_DECODE_IQ2XS(1)
+	ADDQ    stride+8(FP), R8
+	TI_DECODE_IQ2XS(2)
+	ADDQ    stride+8(FP), R8
+	TI_DECODE_IQ2XS(3)
+	XORQ    R10, R10
+	MOVQ    offs+24(FP), CX
+
+dotiq2savx512Step:
+	TI_QUAD_AVX512
+	ADDQ $32, CX
+	ADDQ $64, R10
+	CMPQ R10, 16(SP)
+	JLT  dotiq2savx512Step
+
+	ADDQ $74, R11
 	ADDQ $292, 0(SP)
 	DECQ 8(SP)
 	JNZ  dotiq2savx512Block

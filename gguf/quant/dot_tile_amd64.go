@@ -85,6 +85,7 @@ func init() {
 	hasDotSpan[gguf.TypeIQ2_XXS] = true
 	hasDotSpan[gguf.TypeIQ3_XXS] = true
 	hasDotSpan[gguf.TypeIQ4_XS] = true
+	hasDotSpan[gguf.TypeIQ2_XS] = true
 	hasDotSpan[gguf.TypeIQ2_S] = true
 	hasDotSpan[gguf.TypeIQ3_S] = true
 	hasDotSpan[gguf.TypeQ3_K] = true
@@ -194,6 +195,12 @@ func dotIQ2STileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, n
 func dotIQ2STileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch, grid *uint64)
 
 //go:noescape
+func dotIQ2XSTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch, grid *uint64)
+
+//go:noescape
+func dotIQ2XSTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch, grid *uint64)
+
+//go:noescape
 func dotQ3_KTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
 
 //go:noescape
@@ -220,7 +227,7 @@ func dotQ6_KTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols,
 // spanSumfScale holds the span kernels that keep one float a result,
 // with the factor their single-row kernels multiply it by at the end.
 var spanSumfScale = map[gguf.Type]float32{gguf.TypeQ2_K: 1, gguf.TypeIQ4_XS: 1, gguf.TypeIQ2_XXS: 0.125, gguf.TypeIQ3_XXS: 0.25,
-	gguf.TypeIQ2_S: 0.125, gguf.TypeIQ3_S: 1}
+	gguf.TypeIQ2_XS: 0.125, gguf.TypeIQ2_S: 0.125, gguf.TypeIQ3_S: 1}
 
 // vecDotKSpan is the span kernel of K-quant t at the level in use: four
 // weight rows, stride bytes apart, against the Q8_K rows of ta from row
@@ -255,6 +262,10 @@ func vecDotKSpan(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, out
 			dotIQ2STileAVX512(wp, stride, ap, &offs, ncols, nb, &s, &iq2sGrid[0])
 		case t == gguf.TypeIQ2_S:
 			dotIQ2STileAVX2(wp, stride, ap, &offs, ncols, nb, &s, &iq2sGrid[0])
+		case t == gguf.TypeIQ2_XS && z:
+			dotIQ2XSTileAVX512(wp, stride, ap, &offs, ncols, nb, &s, &iq2xsGrid[0])
+		case t == gguf.TypeIQ2_XS:
+			dotIQ2XSTileAVX2(wp, stride, ap, &offs, ncols, nb, &s, &iq2xsGrid[0])
 		case t == gguf.TypeIQ4_XS:
 			dotIQ4XSTileAVX2(wp, stride, ap, &offs, ncols, nb, &s, &kvaluesIQ4NL[0])
 		case t == gguf.TypeQ2_K && z:
