@@ -78,7 +78,7 @@ func init() {
 	}
 	tilePack[gguf.TypeQ8_0].pack = packTileQ8_0
 	tilePack[gguf.TypeQ8_0].blockBytes = tileQ8_0Block
-	for _, t := range []gguf.Type{gguf.TypeQ8_0, gguf.TypeIQ4_NL, gguf.TypeQ4_0, gguf.TypeMXFP4} {
+	for _, t := range []gguf.Type{gguf.TypeQ8_0, gguf.TypeIQ4_NL, gguf.TypeQ4_0, gguf.TypeMXFP4, gguf.TypeQ5_0} {
 		hasDotTile[t] = true
 	}
 	hasDotSpan[gguf.TypeQ2_K] = true
@@ -111,10 +111,12 @@ const (
 	nibbleIQ4_NL = iota
 	nibbleQ4_0
 	nibbleMXFP4
+	nibbleQ5_0
 )
 
 // vecDotNibbleTile is the tile kernel of the 4-bit types with a
-// 16-level table against Q8_0 (IQ4_NL, Q4_0, MXFP4): four weight rows,
+// 16-level table against Q8_0 (IQ4_NL, Q4_0, MXFP4), and Q5_0, whose
+// fifth bits take the table's place: four weight rows,
 // stride bytes apart, against one group of activation rows packed by
 // packTileQ8_0.
 func vecDotNibbleTile(w []byte, stride int, group []byte, nb int, tile *[TileCols][TileRows]float32, tab *[16]int8, blockBytes, kind int) {
@@ -143,6 +145,8 @@ func dotTile(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, tile *[
 		vecDotNibbleTile(w, stride, ta.group(j), nb, tile, &levelsQ4_0, blockQ4_0, nibbleQ4_0)
 	case gguf.TypeMXFP4:
 		vecDotNibbleTile(w, stride, ta.group(j), nb, tile, &kvaluesMXFP4, blockMXFP4, nibbleMXFP4)
+	case gguf.TypeQ5_0:
+		vecDotNibbleTile(w, stride, ta.group(j), nb, tile, &levelsQ4_0, blockQ5_0, nibbleQ5_0)
 	default:
 		panic("quant: no tile kernel for " + t.String())
 	}

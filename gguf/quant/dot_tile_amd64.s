@@ -249,7 +249,7 @@ packblock:
 	VZEROUPPER
 	RET
 
-// The nibble types against Q8_0 (IQ4_NL, Q4_0, MXFP4): 16 bytes of 4-bit
+// The nibble types against Q8_0 (IQ4_NL, Q4_0, MXFP4, Q5_0): 16 bytes of 4-bit
 // codes a block, the low nibbles values 0–15 and the high 16–31, each
 // code a level of a 16-entry int8 table (X14). A block of the four rows
 // is decoded with VPSHUFB into the int16 layout EXPAND_ROW makes for
@@ -260,6 +260,8 @@ packblock:
 //	1 Q4_0    f16 d at 0, codes at 2: acc = fma(float32(sumi)·dw, da, acc)
 //	2 MXFP4   E8M0 at 0, codes at 1: acc = fma(float32(sumi), dw·da, acc),
 //	          dw = E8M0ToF32Half
+//	3 Q5_0    f16 d at 0, qh at 2, nibbles at 6 (Q5_ROW, no table):
+//	          acc = fma(float32(sumi), dw·da, acc)
 //
 // as vecDotIQ4_NL, vecDotQ4_0 and vecDotMXFP4 do. The frame: the block
 // (256 bytes), the four scales, the kind.
@@ -310,6 +312,50 @@ packblock:
 	VMULPS       Y9, sums, sums; \
 	VFMADD231PS  0(DI), sums, acc
 
+// Q5_0's fifth bits: q5Spread<> puts byte k/8 of qh (repeated in every
+// dword) at byte k, lane by lane; q5Bits<> selects bit k%8; q5Sixteen<>
+// is 16 in every byte.
+DATA q5Spread<>+0x00(SB)/8, $0x0000000000000000
+DATA q5Spread<>+0x08(SB)/8, $0x0101010101010101
+DATA q5Spread<>+0x10(SB)/8, $0x0202020202020202
+DATA q5Spread<>+0x18(SB)/8, $0x0303030303030303
+GLOBL q5Spread<>(SB), RODATA|NOPTR, $32
+
+DATA q5Bits<>+0x00(SB)/8, $0x8040201008040201
+DATA q5Bits<>+0x08(SB)/8, $0x8040201008040201
+DATA q5Bits<>+0x10(SB)/8, $0x8040201008040201
+DATA q5Bits<>+0x18(SB)/8, $0x8040201008040201
+GLOBL q5Bits<>(SB), RODATA|NOPTR, $32
+
+DATA q5Sixteen<>+0x00(SB)/8, $0x1010101010101010
+DATA q5Sixteen<>+0x08(SB)/8, $0x1010101010101010
+DATA q5Sixteen<>+0x10(SB)/8, $0x1010101010101010
+DATA q5Sixteen<>+0x18(SB)/8, $0x1010101010101010
+GLOBL q5Sixteen<>(SB), RODATA|NOPTR, $32
+
+// Q5_ROW decodes a Q5_0 block at row into 32 int16 levels at at(SP): the
+// nibbles of qs (at 6) with bit j of qh (at 2) as 16 for value j, minus
+// 16 (q5Levels).
+#define Q5_ROW(row, at) \
+	VMOVDQU      6(row), X8; \
+	VPSRLW       $4, X8, X9; \
+	VPAND        X15, X8, X8; \
+	VPAND        X15, X9, X9; \
+	VPBROADCASTD 2(row), Y10; \
+	VPSHUFB      q5Spread<>(SB), Y10, Y10; \
+	VPAND        q5Bits<>(SB), Y10, Y10; \
+	VPCMPEQB     q5Bits<>(SB), Y10, Y10; \
+	VPAND        q5Sixteen<>(SB), Y10, Y10; \
+	VEXTRACTI128 $1, Y10, X11; \
+	VPOR         X10, X8, X8; \
+	VPOR         X11, X9, X9; \
+	VPSUBB       q5Sixteen<>(SB), X8, X8; \
+	VPSUBB       q5Sixteen<>(SB), X9, X9; \
+	VPMOVSXBW    X8, Y8; \
+	VPMOVSXBW    X9, Y9; \
+	VMOVDQU      Y8, at(SP); \
+	VMOVDQU      Y9, at+32(SP)
+
 // func dotNibbleTileAVX2(w *byte, stride int, p *byte, nb int, tile *[8][4]float32, tab *[16]int8, blockBytes, kind int)
 TEXT ·dotNibbleTileAVX2(SB), NOSPLIT, $280-64
 	MOVQ w+0(FP), SI
@@ -339,10 +385,20 @@ nibBlock:
 	LEAQ       (R11)(R13*4), R11
 	CMPQ nibKind(SP), $2
 	JEQ  nibE8M0
+	CMPQ nibKind(SP), $3
+	JEQ  nibQ5
 	NIB_ROW(SI, 2, 0)
 	NIB_ROW(R8, 2, 64)
 	NIB_ROW(R9, 2, 128)
 	NIB_ROW(R10, 2, 192)
+	F16_SCALES
+	JMP  nibSums
+
+nibQ5:
+	Q5_ROW(SI, 0)
+	Q5_ROW(R8, 64)
+	Q5_ROW(R9, 128)
+	Q5_ROW(R10, 192)
 	F16_SCALES
 	JMP  nibSums
 
@@ -521,10 +577,20 @@ nibBlockZ:
 	LEAQ       (R11)(R13*4), R11
 	CMPQ nibKind(SP), $2
 	JEQ  nibE8M0Z
+	CMPQ nibKind(SP), $3
+	JEQ  nibQ5Z
 	NIB_ROW(SI, 2, 0)
 	NIB_ROW(R8, 2, 64)
 	NIB_ROW(R9, 2, 128)
 	NIB_ROW(R10, 2, 192)
+	F16_SCALES
+	JMP  nibSumsZ
+
+nibQ5Z:
+	Q5_ROW(SI, 0)
+	Q5_ROW(R8, 64)
+	Q5_ROW(R9, 128)
+	Q5_ROW(R10, 192)
 	F16_SCALES
 	JMP  nibSumsZ
 
