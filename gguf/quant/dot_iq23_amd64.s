@@ -905,101 +905,8 @@ GLOBL tiScale16<>(SB), RODATA|NOPTR, $256
 	TI_GATHER_IQ3XXS(6); TI_GROUP(r, 6, TI_SCALE_XXS); \
 	TI_GATHER_IQ3XXS(7); TI_GROUP(r, 7, TI_SCALE_XXS)
 
-// TI_FLOAT updates the floats of the eight results of activation rows
-// p0 and p1 (at R10 + off): sumf = fma(d·yd, float32(bsum), sumf); with
-// Y8, Y10–Y12.
-#define TI_FLOAT(p0, p1, off) \
-	VCVTDQ2PS      tI+off(R13)(R10*1), Y8; \
-	VBROADCASTSS   0(p0), X10; \
-	VBROADCASTSS   0(p1), X11; \
-	VINSERTF128    $1, X11, Y10, Y10; \
-	VBROADCASTF128 tD(R13), Y11; \
-	VMULPS         Y10, Y11, Y11; \
-	VMOVUPS        tAcc+off(R13)(R10*1), Y12; \
-	VFMADD231PS    Y8, Y11, Y12; \
-	VMOVUPS        Y12, tAcc+off(R13)(R10*1)
 
-// TI_PAIR_AVX2 runs one pair of activation rows (DI, R12) against the
-// decoded block: lanes, bsums, floats.
-#define TI_PAIR_AVX2 \
-	MOVQ 0(SP), DI; \
-	MOVQ DI, R12; \
-	ADDQ 0(CX), DI; \
-	ADDQ 8(CX), R12; \
-	VPXOR Y0, Y0, Y0; \
-	VPXOR Y1, Y1, Y1; \
-	VPXOR Y2, Y2, Y2; \
-	VPXOR Y3, Y3, Y3; \
-	VPXOR Y4, Y4, Y4; \
-	VPXOR Y5, Y5, Y5; \
-	VPXOR Y6, Y6, Y6; \
-	VPXOR Y7, Y7, Y7; \
-	TK3_SUBBLOCK(0, tiK64<>(SB)); \
-	TK3_SUBBLOCK(1, tiK64<>(SB)); \
-	TK3_SUBBLOCK(2, tiK64<>(SB)); \
-	TK3_SUBBLOCK(3, tiK64<>(SB)); \
-	TK3_SUBBLOCK(4, tiK64<>(SB)); \
-	TK3_SUBBLOCK(5, tiK64<>(SB)); \
-	TK3_SUBBLOCK(6, tiK64<>(SB)); \
-	TK3_SUBBLOCK(7, tiK64<>(SB)); \
-	TQ2_ISUMS(Y0, Y1, Y2, Y3, X0, 0); \
-	TQ2_ISUMS(Y4, Y5, Y6, Y7, X4, 1); \
-	TI_FLOAT(DI, R12, 0)
 
-// TI_QUAD_AVX512 runs four activation rows (DI, R12, SI, BX) against the
-// decoded block, Z30 holding 64 in every byte; the bsums of the last
-// activation row first, as TQ2_ISUMS's X13 is one of its registers.
-#define TI_QUAD_AVX512 \
-	MOVQ 0(SP), DI; \
-	MOVQ DI, R12; \
-	MOVQ DI, SI; \
-	MOVQ DI, BX; \
-	ADDQ 0(CX), DI; \
-	ADDQ 8(CX), R12; \
-	ADDQ 16(CX), SI; \
-	ADDQ 24(CX), BX; \
-	VPXORD Z0, Z0, Z0; \
-	VPXORD Z1, Z1, Z1; \
-	VPXORD Z2, Z2, Z2; \
-	VPXORD Z3, Z3, Z3; \
-	VPXORD Z4, Z4, Z4; \
-	VPXORD Z5, Z5, Z5; \
-	VPXORD Z6, Z6, Z6; \
-	VPXORD Z7, Z7, Z7; \
-	VPXORD Z8, Z8, Z8; \
-	VPXORD Z9, Z9, Z9; \
-	VPXORD Z10, Z10, Z10; \
-	VPXORD Z11, Z11, Z11; \
-	VPXORD Z12, Z12, Z12; \
-	VPXORD Z13, Z13, Z13; \
-	VPXORD Z14, Z14, Z14; \
-	VPXORD Z15, Z15, Z15; \
-	TZ3_PAIR(0); \
-	TZ3_PAIR(1); \
-	TZ3_PAIR(2); \
-	TZ3_PAIR(3); \
-	TZ_HALVES(Z0, Y0); \
-	TZ_HALVES(Z1, Y1); \
-	TZ_HALVES(Z2, Y2); \
-	TZ_HALVES(Z3, Y3); \
-	TZ_HALVES(Z4, Y4); \
-	TZ_HALVES(Z5, Y5); \
-	TZ_HALVES(Z6, Y6); \
-	TZ_HALVES(Z7, Y7); \
-	TZ_HALVES(Z8, Y8); \
-	TZ_HALVES(Z9, Y9); \
-	TZ_HALVES(Z10, Y10); \
-	TZ_HALVES(Z11, Y11); \
-	TZ_HALVES(Z12, Y12); \
-	TZ_HALVES(Z13, Y13); \
-	TZ_HALVES(Z14, Y14); \
-	TZ_HALVES(Z15, Y15); \
-	TQ2_ISUMS(Y12, Y13, Y14, Y15, X12, 3); \
-	TQ2_ISUMS(Y8, Y9, Y10, Y11, X8, 2); \
-	TQ2_ISUMS(Y4, Y5, Y6, Y7, X4, 1); \
-	TQ2_ISUMS(Y0, Y1, Y2, Y3, X0, 0); \
-	TI_FLOAT(DI, R12, 0); \
-	TI_FLOAT(SI, BX, 32)
 
 
 // IQ3_S and IQ2_S spans: the grid indices of a row's block computed by
@@ -1082,7 +989,7 @@ dotiq2xxsavx2Block:
 	MOVQ offs+24(FP), CX
 
 dotiq2xxsavx2Step:
-	TI_PAIR_AVX2
+	TI_PAIR_AVX2(tiK64<>(SB))
 	ADDQ $16, CX
 	ADDQ $32, R10
 	CMPQ R10, 16(SP)
@@ -1146,7 +1053,7 @@ dotiq3xxsavx2Block:
 	MOVQ offs+24(FP), CX
 
 dotiq3xxsavx2Step:
-	TI_PAIR_AVX2
+	TI_PAIR_AVX2(tiK64<>(SB))
 	ADDQ $16, CX
 	ADDQ $32, R10
 	CMPQ R10, 16(SP)
@@ -1212,7 +1119,7 @@ dotiq3savx2Block:
 	MOVQ    offs+24(FP), CX
 
 dotiq3savx2Step:
-	TI_PAIR_AVX2
+	TI_PAIR_AVX2(tiK64<>(SB))
 	ADDQ $16, CX
 	ADDQ $32, R10
 	CMPQ R10, 16(SP)
@@ -1280,7 +1187,7 @@ dotiq2savx2Block:
 	MOVQ    offs+24(FP), CX
 
 dotiq2savx2Step:
-	TI_PAIR_AVX2
+	TI_PAIR_AVX2(tiK64<>(SB))
 	ADDQ $16, CX
 	ADDQ $32, R10
 	CMPQ R10, 16(SP)
@@ -1347,7 +1254,7 @@ dotiq2savx2Block:
 	MOVQ    offs+24(FP), CX
 
 dotiq2savx2Step:
-	TI_PAIR_AVX2
+	TI_PAIR_AVX2(tiK64<>(SB))
 	ADDQ $16, CX
 	ADDQ $32, R10
 	CMPQ R10, 16(SP)

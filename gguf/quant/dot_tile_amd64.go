@@ -85,6 +85,7 @@ func init() {
 	hasDotSpan[gguf.TypeIQ2_XXS] = true
 	hasDotSpan[gguf.TypeIQ3_XXS] = true
 	hasDotSpan[gguf.TypeIQ4_XS] = true
+	hasDotSpan[gguf.TypeTQ2_0] = true
 	hasDotSpan[gguf.TypeIQ2_XS] = true
 	hasDotSpan[gguf.TypeIQ2_S] = true
 	hasDotSpan[gguf.TypeIQ3_S] = true
@@ -205,6 +206,12 @@ func dotIQ2XSTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, 
 func dotIQ2XSTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch, grid *uint64)
 
 //go:noescape
+func dotTQ2_0TileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
+
+//go:noescape
+func dotTQ2_0TileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
+
+//go:noescape
 func dotQ3_KTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
 
 //go:noescape
@@ -231,7 +238,7 @@ func dotQ6_KTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols,
 // spanSumfScale holds the span kernels that keep one float a result,
 // with the factor their single-row kernels multiply it by at the end.
 var spanSumfScale = map[gguf.Type]float32{gguf.TypeQ2_K: 1, gguf.TypeIQ4_XS: 1, gguf.TypeIQ2_XXS: 0.125, gguf.TypeIQ3_XXS: 0.25,
-	gguf.TypeIQ2_XS: 0.125, gguf.TypeIQ2_S: 0.125, gguf.TypeIQ3_S: 1}
+	gguf.TypeTQ2_0: 1, gguf.TypeIQ2_XS: 0.125, gguf.TypeIQ2_S: 0.125, gguf.TypeIQ3_S: 1}
 
 // vecDotKSpan is the span kernel of K-quant t at the level in use: four
 // weight rows, stride bytes apart, against the Q8_K rows of ta from row
@@ -270,6 +277,10 @@ func vecDotKSpan(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, out
 			dotIQ2XSTileAVX512(wp, stride, ap, &offs, ncols, nb, &s, &iq2xsGrid[0])
 		case t == gguf.TypeIQ2_XS:
 			dotIQ2XSTileAVX2(wp, stride, ap, &offs, ncols, nb, &s, &iq2xsGrid[0])
+		case t == gguf.TypeTQ2_0 && z:
+			dotTQ2_0TileAVX512(wp, stride, ap, &offs, ncols, nb, &s)
+		case t == gguf.TypeTQ2_0:
+			dotTQ2_0TileAVX2(wp, stride, ap, &offs, ncols, nb, &s)
 		case t == gguf.TypeIQ4_XS:
 			dotIQ4XSTileAVX2(wp, stride, ap, &offs, ncols, nb, &s, &kvaluesIQ4NL[0])
 		case t == gguf.TypeQ2_K && z:

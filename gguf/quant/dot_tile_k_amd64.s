@@ -1342,3 +1342,125 @@ iq4xsTilePair:
 	JNZ  iq4xsTileBlock
 	VZEROUPPER
 	RET
+
+// TQ2_0: levels q−1 with q the bit pairs of qs (chunk 4j+k: pair k of
+// qs[32j:]), no sub-block scales, and one fma a block
+// (vecDotTQ2_0: sumf = fma(float32(sumi), yd·d, sumf)). The span stores
+// q itself and takes VPMADDUBSW(1, q8) off the pair sums, the scales
+// being ones; then each result's total and its float as the i-quants'
+// spans do (TI_PAIR_AVX2, TI_QUAD_AVX512).
+
+DATA k1<>+0x00(SB)/8, $0x0101010101010101
+DATA k1<>+0x08(SB)/8, $0x0101010101010101
+DATA k1<>+0x10(SB)/8, $0x0101010101010101
+DATA k1<>+0x18(SB)/8, $0x0101010101010101
+GLOBL k1<>(SB), RODATA|NOPTR, $32
+
+DATA kOnes16<>+0x00(SB)/8, $0x0001000100010001
+DATA kOnes16<>+0x08(SB)/8, $0x0001000100010001
+DATA kOnes16<>+0x10(SB)/8, $0x0001000100010001
+DATA kOnes16<>+0x18(SB)/8, $0x0001000100010001
+GLOBL kOnes16<>(SB), RODATA|NOPTR, $32
+
+// TT2_HALF stores chunks 4j … 4j+3 of the TQ2_0 row at SI: bit pair k of
+// qs[32j:] (Y14 = 0x03 bytes).
+#define TT2_HALF(r, j) \
+	VMOVDQU 32*j(SI), Y3; \
+	VPAND   Y14, Y3, Y4; \
+	VMOVDQU Y4, tLevels+256*r+128*j(R13); \
+	VPSRLW  $2, Y3, Y4; \
+	VPAND   Y14, Y4, Y4; \
+	VMOVDQU Y4, tLevels+256*r+128*j+32(R13); \
+	VPSRLW  $4, Y3, Y4; \
+	VPAND   Y14, Y4, Y4; \
+	VMOVDQU Y4, tLevels+256*r+128*j+64(R13); \
+	VPSRLW  $6, Y3, Y4; \
+	VPAND   Y14, Y4, Y4; \
+	VMOVDQU Y4, tLevels+256*r+128*j+96(R13)
+
+#define TT2_DECODE(r) \
+	MOVWLZX   64(SI), AX; \
+	VMOVD     AX, X2; \
+	VCVTPH2PS X2, X2; \
+	VMOVSS    X2, tD+4*r(R13); \
+	TT2_HALF(r, 0); \
+	TT2_HALF(r, 1)
+
+#define TT2_ROWS \
+	MOVQ $0x0303030303030303, AX; \
+	VMOVQ AX, X14; \
+	VPBROADCASTQ X14, Y14; \
+	MOVQ R11, SI; \
+	TT2_DECODE(0); \
+	ADDQ stride+8(FP), SI; \
+	TT2_DECODE(1); \
+	ADDQ stride+8(FP), SI; \
+	TT2_DECODE(2); \
+	ADDQ stride+8(FP), SI; \
+	TT2_DECODE(3)
+
+// func dotTQ2_0TileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
+TEXT ·dotTQ2_0TileAVX2(SB), NOSPLIT, $24-56
+	TK_PROLOGUE_Q2
+	VMOVDQU kOnes16<>(SB), Y1
+	LEAQ    tScales(R13), AX
+	MOVQ    $32, DX
+
+tq2OnesAVX2:
+	VMOVDQU Y1, (AX)
+	ADDQ    $32, AX
+	DECQ    DX
+	JNZ     tq2OnesAVX2
+
+tq2TileBlock:
+	TT2_ROWS
+	XORQ R10, R10
+	MOVQ offs+24(FP), CX
+
+tq2TileStep:
+	TI_PAIR_AVX2(k1<>(SB))
+	ADDQ $16, CX
+	ADDQ $32, R10
+	CMPQ R10, 16(SP)
+	JLT  tq2TileStep
+
+	ADDQ $66, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  tq2TileBlock
+	VZEROUPPER
+	RET
+
+// func dotTQ2_0TileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
+TEXT ·dotTQ2_0TileAVX512(SB), NOSPLIT, $24-56
+	TK_PROLOGUE_Q2
+	VMOVDQU kOnes16<>(SB), Y1
+	LEAQ    tScales(R13), AX
+	MOVQ    $32, DX
+
+tq2OnesAVX512:
+	VMOVDQU Y1, (AX)
+	ADDQ    $32, AX
+	DECQ    DX
+	JNZ     tq2OnesAVX512
+	VMOVDQU64 k1<>(SB), Y30
+	VINSERTI64X4 $1, Y30, Z30, Z30
+
+tq2TileZBlock:
+	TT2_ROWS
+	XORQ R10, R10
+	MOVQ offs+24(FP), CX
+
+tq2TileZStep:
+	TI_QUAD_AVX512
+	ADDQ $32, CX
+	ADDQ $64, R10
+	CMPQ R10, 16(SP)
+	JLT  tq2TileZStep
+
+	ADDQ $66, R11
+	ADDQ $292, 0(SP)
+	DECQ 8(SP)
+	JNZ  tq2TileZBlock
+	VZEROUPPER
+	RET
