@@ -46,6 +46,9 @@ func vecDotTQ1_0(w, a []byte, nb int) float32 {
 	return sumf
 }
 
+// vecDotTQ2_0: Σ (q−1)·y as llama.cpp's SIMD kernels form it, Σ q·y less
+// the activations' stored bsums (the generic C's sum wherever the bsums
+// are the quants' sums, as QuantizeActivations makes them); exact int32.
 func vecDotTQ2_0(w, a []byte, nb int) float32 {
 	var sumf float32
 	for i := range nb {
@@ -54,8 +57,11 @@ func vecDotTQ2_0(w, a []byte, nb int) float32 {
 		var sumi int32
 		for j := 0; j < 64; j += 32 {
 			for l := range 4 {
-				sumi += dotCrumbs(x[j:j+32], uint(2*l), q8[4*j+32*l:], 1)
+				sumi += dotCrumbs(x[j:j+32], uint(2*l), q8[4*j+32*l:], 0)
 			}
+		}
+		for j := range qkK / 16 {
+			sumi -= bsum(y, j)
 		}
 		sumf = fmaf(float32(sumi), float32(yd*f16At(x[64:])), sumf)
 	}

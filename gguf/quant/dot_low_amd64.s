@@ -465,27 +465,25 @@ iq1mlast:
 	MOVSS X0, ret+40(FP)
 	RET
 
-// TQ2_CHUNK adds Σ L·q and Σ q over 32 values to the int16 lanes of Y4
-// and Y5: L = (X >> sh) & 3 are the weights' crumbs at bit sh, q the
-// activations at qo(DI). Pair sums of VPMADDUBSW(L, q) are at most
-// 2·3·128 = 768 in magnitude, of VPMADDUBSW(1, q) 256; the eight chunks'
-// at most 6144 and 2048.
+// TQ2_CHUNK adds Σ L·q over 32 values to the int16 lanes of Y4: L =
+// (X >> sh) & 3 are the weights' crumbs at bit sh, q the activations at
+// qo(DI). Pair sums of VPMADDUBSW(L, q) are at most 2·3·128 = 768 in
+// magnitude, the eight chunks' at most 6144.
 #define TQ2_CHUNK(X, sh, qo) \
 	VPSRLW     $sh, X, Y1;      \
 	VPAND      Y14, Y1, Y1;     \
 	VPMADDUBSW qo(DI), Y1, Y1;  \
-	VPMADDUBSW qo(DI), Y15, Y2; \
-	VPADDW     Y1, Y4, Y4;      \
-	VPADDW     Y2, Y5, Y5
+	VPADDW     Y1, Y4, Y4
 
-// TQ2_FIRST is TQ2_CHUNK for the crumbs at bit 0, starting Y4 and Y5.
+// TQ2_FIRST is TQ2_CHUNK for the crumbs at bit 0, starting Y4.
 #define TQ2_FIRST(X, qo) \
 	VPAND      Y14, X, Y1;      \
-	VPMADDUBSW qo(DI), Y1, Y4;  \
-	VPMADDUBSW qo(DI), Y15, Y5
+	VPMADDUBSW qo(DI), Y1, Y4
 
 // TQ2_SUM sets YV to eight int32 lanes that add up to block sumi of
-// dotTQ2_0AVX2 for the weights at xo(SI) and activations at yo(DI).
+// dotTQ2_0AVX2 for the weights at xo(SI) and activations at yo(DI): the
+// lanes of Σ L·q widened, less the sixteen bsums widened (int32, exact
+// whatever the bsums hold).
 #define TQ2_SUM(xo, yo, YV) \
 	VMOVDQU      xo(SI), Y6;          \
 	VMOVDQU      xo+32(SI), Y7;       \
@@ -497,8 +495,9 @@ iq1mlast:
 	TQ2_CHUNK(Y7, 2, yo+164);         \
 	TQ2_CHUNK(Y7, 4, yo+196);         \
 	TQ2_CHUNK(Y7, 6, yo+228);         \
-	VPSUBW       Y5, Y4, Y4;          \
-	VPMADDWD     Y13, Y4, YV
+	VPMADDWD     Y13, Y4, YV;         \
+	VPMADDWD     yo+260(DI), Y13, Y2; \
+	VPSUBD       Y2, YV, YV
 
 // Q8K_REDUCE4 sets X8 to float32 of the four block sums, the sums of the
 // eight int32 lanes of Y8, Y9, Y10 and Y11. It clobbers X9.
@@ -539,8 +538,7 @@ iq1mlast:
 //
 // vecDotTQ2_0 per 66-byte block: byte j of each 32-byte half of qs holds
 // in bits 2t..2t+1 the level L ∈ 0..3 of value 32t+j of that half's 128;
-// sumi = Σ (L−1)·q = Σ L·q − Σ q in exact int16 lanes (see TQ2_CHUNK),
-// widened and added up in int32; then
+// sumi = Σ L·q − Σ bsums (TQ2_SUM), added up in int32; then
 // sumf = fma(float32(sumi), yd·f16(d), sumf), four blocks at a time and
 // then one at a time.
 TEXT ·dotTQ2_0AVX2(SB), NOSPLIT, $32-28
@@ -549,7 +547,6 @@ TEXT ·dotTQ2_0AVX2(SB), NOSPLIT, $32-28
 	MOVQ nb+16(FP), CX
 	VPXOR   X0, X0, X0
 	VMOVDQU lowThree8<>(SB), Y14
-	VMOVDQU lowOnes8<>(SB), Y15
 	VMOVDQU lowOnes16<>(SB), Y13
 	VMOVUPS Y0, 0(SP)
 	CMPQ    CX, $4

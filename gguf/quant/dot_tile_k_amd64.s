@@ -1344,17 +1344,11 @@ iq4xsTilePair:
 	RET
 
 // TQ2_0: levels q−1 with q the bit pairs of qs (chunk 4j+k: pair k of
-// qs[32j:]), no sub-block scales, and one fma a block
-// (vecDotTQ2_0: sumf = fma(float32(sumi), yd·d, sumf)). The span stores
-// q itself and takes VPMADDUBSW(1, q8) off the pair sums, the scales
-// being ones; then each result's total and its float as the i-quants'
-// spans do (TI_PAIR_AVX2, TI_QUAD_AVX512).
-
-DATA k1<>+0x00(SB)/8, $0x0101010101010101
-DATA k1<>+0x08(SB)/8, $0x0101010101010101
-DATA k1<>+0x10(SB)/8, $0x0101010101010101
-DATA k1<>+0x18(SB)/8, $0x0101010101010101
-GLOBL k1<>(SB), RODATA|NOPTR, $32
+// qs[32j:]), no sub-block scales, and one fma a block (vecDotTQ2_0:
+// sumi = Σ q·y − Σ bsums, sumf = fma(float32(sumi), yd·d, sumf)). The
+// span stores q itself with scales and "mins" of one, so that the K-quant
+// loops give Σ q·y and TQ2_SUMMS the bsums' total; then each result's
+// float, eight results a vector (TT2_FLOAT).
 
 DATA kOnes16<>+0x00(SB)/8, $0x0001000100010001
 DATA kOnes16<>+0x08(SB)/8, $0x0001000100010001
@@ -1399,30 +1393,74 @@ GLOBL kOnes16<>(SB), RODATA|NOPTR, $32
 	ADDQ stride+8(FP), SI; \
 	TT2_DECODE(3)
 
+// TT2_FLOAT updates the floats of the eight results of activation rows
+// p0 and p1 (at R10 + off): sumf = fma(float32(isum − summs), d·yd,
+// sumf); with Y8, Y10–Y12.
+#define TT2_FLOAT(p0, p1, off) \
+	VMOVDQU        tI+off(R13)(R10*1), Y8; \
+	VPSUBD         tS+off(R13)(R10*1), Y8, Y8; \
+	VCVTDQ2PS      Y8, Y8; \
+	VBROADCASTSS   0(p0), X10; \
+	VBROADCASTSS   0(p1), X11; \
+	VINSERTF128    $1, X11, Y10, Y10; \
+	VBROADCASTF128 tD(R13), Y11; \
+	VMULPS         Y10, Y11, Y11; \
+	VMOVUPS        tAcc+off(R13)(R10*1), Y12; \
+	VFMADD231PS    Y8, Y11, Y12; \
+	VMOVUPS        Y12, tAcc+off(R13)(R10*1)
+
+// TT2_ONES fills the scales' panel and the rows' mins with int16 ones,
+// once a call (no decode writes them).
+#define TT2_ONES(label) \
+	VMOVDQU kOnes16<>(SB), Y1; \
+	LEAQ    tScales(R13), AX; \
+	MOVQ    $36, DX; \
+label: \
+	VMOVDQU Y1, (AX); \
+	ADDQ    $32, AX; \
+	DECQ    DX; \
+	JNZ     label
+
 // func dotTQ2_0TileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
 TEXT ·dotTQ2_0TileAVX2(SB), NOSPLIT, $24-56
 	TK_PROLOGUE_Q2
-	VMOVDQU kOnes16<>(SB), Y1
-	LEAQ    tScales(R13), AX
-	MOVQ    $32, DX
-
-tq2OnesAVX2:
-	VMOVDQU Y1, (AX)
-	ADDQ    $32, AX
-	DECQ    DX
-	JNZ     tq2OnesAVX2
+	TT2_ONES(tq2OnesAVX2)
 
 tq2TileBlock:
 	TT2_ROWS
 	XORQ R10, R10
 	MOVQ offs+24(FP), CX
 
-tq2TileStep:
-	TI_PAIR_AVX2(k1<>(SB))
+tq2TilePair:
+	MOVQ 0(SP), DI
+	MOVQ DI, R12
+	ADDQ 0(CX), DI
+	ADDQ 8(CX), R12
+	TQ2_SUMMS(DI, 0)
+	TQ2_SUMMS(R12, 1)
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	TK_SUBBLOCK(0)
+	TK_SUBBLOCK(1)
+	TK_SUBBLOCK(2)
+	TK_SUBBLOCK(3)
+	TK_SUBBLOCK(4)
+	TK_SUBBLOCK(5)
+	TK_SUBBLOCK(6)
+	TK_SUBBLOCK(7)
+	TQ2_ISUMS(Y0, Y1, Y2, Y3, X0, 0)
+	TQ2_ISUMS(Y4, Y5, Y6, Y7, X4, 1)
+	TT2_FLOAT(DI, R12, 0)
 	ADDQ $16, CX
 	ADDQ $32, R10
 	CMPQ R10, 16(SP)
-	JLT  tq2TileStep
+	JLT  tq2TilePair
 
 	ADDQ $66, R11
 	ADDQ $292, 0(SP)
@@ -1434,29 +1472,72 @@ tq2TileStep:
 // func dotTQ2_0TileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
 TEXT ·dotTQ2_0TileAVX512(SB), NOSPLIT, $24-56
 	TK_PROLOGUE_Q2
-	VMOVDQU kOnes16<>(SB), Y1
-	LEAQ    tScales(R13), AX
-	MOVQ    $32, DX
-
-tq2OnesAVX512:
-	VMOVDQU Y1, (AX)
-	ADDQ    $32, AX
-	DECQ    DX
-	JNZ     tq2OnesAVX512
-	VMOVDQU64 k1<>(SB), Y30
-	VINSERTI64X4 $1, Y30, Z30, Z30
+	TT2_ONES(tq2OnesAVX512)
 
 tq2TileZBlock:
 	TT2_ROWS
 	XORQ R10, R10
 	MOVQ offs+24(FP), CX
 
-tq2TileZStep:
-	TI_QUAD_AVX512
+tq2TileZQuad:
+	MOVQ 0(SP), DI
+	MOVQ DI, R12
+	MOVQ DI, SI
+	MOVQ DI, BX
+	ADDQ 0(CX), DI
+	ADDQ 8(CX), R12
+	ADDQ 16(CX), SI
+	ADDQ 24(CX), BX
+	TQ2_SUMMS(DI, 0)
+	TQ2_SUMMS(R12, 1)
+	TQ2_SUMMS(SI, 2)
+	TQ2_SUMMS(BX, 3)
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	TZ_PAIR(0)
+	TZ_PAIR(1)
+	TZ_PAIR(2)
+	TZ_PAIR(3)
+	TZ_HALVES(Z0, Y0)
+	TZ_HALVES(Z1, Y1)
+	TZ_HALVES(Z2, Y2)
+	TZ_HALVES(Z3, Y3)
+	TZ_HALVES(Z4, Y4)
+	TZ_HALVES(Z5, Y5)
+	TZ_HALVES(Z6, Y6)
+	TZ_HALVES(Z7, Y7)
+	TZ_HALVES(Z8, Y8)
+	TZ_HALVES(Z9, Y9)
+	TZ_HALVES(Z10, Y10)
+	TZ_HALVES(Z11, Y11)
+	TZ_HALVES(Z12, Y12)
+	TZ_HALVES(Z13, Y13)
+	TZ_HALVES(Z14, Y14)
+	TZ_HALVES(Z15, Y15)
+	TQ2_ISUMS(Y12, Y13, Y14, Y15, X12, 3)
+	TQ2_ISUMS(Y8, Y9, Y10, Y11, X8, 2)
+	TQ2_ISUMS(Y4, Y5, Y6, Y7, X4, 1)
+	TQ2_ISUMS(Y0, Y1, Y2, Y3, X0, 0)
+	TT2_FLOAT(DI, R12, 0)
+	TT2_FLOAT(SI, BX, 32)
 	ADDQ $32, CX
 	ADDQ $64, R10
 	CMPQ R10, 16(SP)
-	JLT  tq2TileZStep
+	JLT  tq2TileZQuad
 
 	ADDQ $66, R11
 	ADDQ $292, 0(SP)
