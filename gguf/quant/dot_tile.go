@@ -77,10 +77,14 @@ func (d Dotter) PrepareTile(ta *TileActs, a []byte, n int) {
 	ta.vt, ta.n, ta.rowBytes, ta.rows = vt, n, d.aBytes, a
 	ta.packed, ta.groupBytes = ta.packed[:0], 0
 	if p := tilePack[vt]; p.pack != nil {
-		ta.packed = p.pack(ta.packed, a, n, d.nb)
-		ta.groupBytes = d.nb * p.blockBytes
+		ta.packed = p.pack(ta.packed, a, n, d.actBlocks())
+		ta.groupBytes = d.actBlocks() * p.blockBytes
 	}
 }
+
+// actBlocks is the number of blocks of an activation row (NVFP4's
+// blocks of 64 take two Q8_0 blocks each).
+func (d Dotter) actBlocks() int { return d.aBytes / int(dotKernels[d.t].vt.BlockBytes()) }
 
 // TileBytes is the capacity PrepareTile needs in the buffer of its tile
 // layout for n activation rows (SetTileBuffer): 0 where no tile kernel
@@ -91,7 +95,7 @@ func (d Dotter) TileBytes(n int) int {
 	if p.pack == nil || n <= 0 {
 		return 0
 	}
-	size := (n + TileCols - 1) / TileCols * d.nb * p.blockBytes
+	size := (n + TileCols - 1) / TileCols * d.actBlocks() * p.blockBytes
 	if n%TileCols != 0 {
 		size += TileCols * d.aBytes
 	}

@@ -78,7 +78,7 @@ func init() {
 	}
 	tilePack[gguf.TypeQ8_0].pack = packTileQ8_0
 	tilePack[gguf.TypeQ8_0].blockBytes = tileQ8_0Block
-	for _, t := range []gguf.Type{gguf.TypeQ8_0, gguf.TypeIQ4_NL, gguf.TypeQ4_0, gguf.TypeMXFP4, gguf.TypeQ5_0} {
+	for _, t := range []gguf.Type{gguf.TypeQ8_0, gguf.TypeIQ4_NL, gguf.TypeQ4_0, gguf.TypeMXFP4, gguf.TypeQ5_0, gguf.TypeNVFP4} {
 		hasDotTile[t] = true
 	}
 	hasDotSpan[gguf.TypeQ2_K] = true
@@ -134,6 +134,29 @@ func vecDotNibbleTile(w []byte, stride int, group []byte, nb int, tile *[TileCol
 	dotNibbleTileAVX2(unsafe.SliceData(w), stride, unsafe.SliceData(group), nb, tile, tab, blockBytes, kind)
 }
 
+//go:noescape
+func dotNVFP4TileAVX2(w *byte, stride int, p *byte, nb int, tile *[TileCols][TileRows]float32, tab *[16]int8, scales *[256]float32)
+
+//go:noescape
+func dotNVFP4TileAVX512(w *byte, stride int, p *byte, nb int, tile *[TileCols][TileRows]float32, tab *[16]int8, scales *[256]float32)
+
+// vecDotNVFP4Tile is the NVFP4 tile kernel: four weight rows, stride
+// bytes apart, against one group of activation rows packed by
+// packTileQ8_0, two Q8_0 blocks to a weight block.
+func vecDotNVFP4Tile(w []byte, stride int, group []byte, nb int, tile *[TileCols][TileRows]float32) {
+	if nb == 0 {
+		*tile = [TileCols][TileRows]float32{}
+		return
+	}
+	_ = w[(TileRows-1)*stride+nb*blockNVFP4-1]
+	_ = group[2*nb*tileQ8_0Block-1]
+	if useAVX512() {
+		dotNVFP4TileAVX512(unsafe.SliceData(w), stride, unsafe.SliceData(group), nb, tile, &kvaluesMXFP4, &ue4m3Half)
+		return
+	}
+	dotNVFP4TileAVX2(unsafe.SliceData(w), stride, unsafe.SliceData(group), nb, tile, &kvaluesMXFP4, &ue4m3Half)
+}
+
 // dotTile runs the tile kernel of weight type t (hasDotTile[t]) on the
 // group of activation rows of ta that starts at row j.
 func dotTile(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, tile *[TileCols][TileRows]float32) {
@@ -148,6 +171,8 @@ func dotTile(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, tile *[
 		vecDotNibbleTile(w, stride, ta.group(j), nb, tile, &kvaluesMXFP4, blockMXFP4, nibbleMXFP4)
 	case gguf.TypeQ5_0:
 		vecDotNibbleTile(w, stride, ta.group(j), nb, tile, &levelsQ4_0, blockQ5_0, nibbleQ5_0)
+	case gguf.TypeNVFP4:
+		vecDotNVFP4Tile(w, stride, ta.group(j), nb, tile)
 	default:
 		panic("quant: no tile kernel for " + t.String())
 	}

@@ -20,18 +20,21 @@
 // adds the products into Y0–Y3, row r's sums in Yr, one activation row a
 // lane. VPMADDWD multiplies int16 by int16 and adds the two products into
 // int32: exact, as the 16 additions of each lane's block sum are.
-#define KSTEP(k) \
+#define KSTEP(k) KSTEP_AT(k, 0)
+
+// KSTEP_AT is KSTEP for the four rows' block at b(SP).
+#define KSTEP_AT(k, b) \
 	VMOVDQU      32+32*k(DI), Y8; \
-	VPBROADCASTD 4*k(SP), Y9; \
+	VPBROADCASTD b+4*k(SP), Y9; \
 	VPMADDWD     Y8, Y9, Y9; \
 	VPADDD       Y9, Y0, Y0; \
-	VPBROADCASTD 64+4*k(SP), Y10; \
+	VPBROADCASTD b+64+4*k(SP), Y10; \
 	VPMADDWD     Y8, Y10, Y10; \
 	VPADDD       Y10, Y1, Y1; \
-	VPBROADCASTD 128+4*k(SP), Y11; \
+	VPBROADCASTD b+128+4*k(SP), Y11; \
 	VPMADDWD     Y8, Y11, Y11; \
 	VPADDD       Y11, Y2, Y2; \
-	VPBROADCASTD 192+4*k(SP), Y12; \
+	VPBROADCASTD b+192+4*k(SP), Y12; \
 	VPMADDWD     Y8, Y12, Y12; \
 	VPADDD       Y12, Y3, Y3
 
@@ -67,6 +70,116 @@
 	VEXTRACTF128 $1, Y1, 80(DX); \
 	VEXTRACTF128 $1, Y2, 96(DX); \
 	VEXTRACTF128 $1, Y3, 112(DX)
+// NVFP4 against Q8_0: a block of 64 values is four sub-blocks of 16 with
+// their own UE4M3 scales (bytes 0–3), sub-block s's codes the eight bytes
+// at 4+8s (low nibbles its values 0–7, high 8–15, levels of kvalues_mxfp4
+// in X14), sub-blocks 0–1 against activation block 2i and 2–3 against
+// 2i+1, as vecDotNVFP4 pairs them. Each sub-block is decoded into Q8_0's
+// int16 layout (halves h = s/2 at 256h(SP), four rows 64 bytes apart),
+// KSTEP runs over its eight pairs, and its sums fold into the
+// accumulators with its own scale: acc = fma(float32(sumi),
+// ue4m3Half(x[s])·da, acc), sub-block by sub-block. The scales, looked up
+// in the table at R12, sit at nvScales + 16s + 4r.
+#define nvScales 512
+
+#define NV_SUB(row, r, s, at) \
+	VMOVQ       4+8*s(row), X8; \
+	VPSRLQ      $4, X8, X9; \
+	VPUNPCKLQDQ X9, X8, X8; \
+	VPAND       X15, X8, X8; \
+	VPSHUFB     X8, X14, X8; \
+	VPMOVSXBW   X8, Y8; \
+	VMOVDQU     Y8, at+64*r(SP); \
+	MOVBLZX     s(row), AX; \
+	MOVL        (R12)(AX*4), DX; \
+	MOVL        DX, nvScales+16*s+4*r(SP)
+
+#define NV_ROW(row, r) \
+	NV_SUB(row, r, 0, 0); \
+	NV_SUB(row, r, 1, 32); \
+	NV_SUB(row, r, 2, 256); \
+	NV_SUB(row, r, 3, 288)
+
+// NV_FMA folds the four rows' sums of sub-block s (the activation block
+// at DI).
+#define NV_FMA(s) \
+	VCVTDQ2PS    Y0, Y0; \
+	VBROADCASTSS nvScales+16*s(SP), Y9; \
+	VMULPS       0(DI), Y9, Y9; \
+	VFMADD231PS  Y9, Y0, Y4; \
+	VCVTDQ2PS    Y1, Y1; \
+	VBROADCASTSS nvScales+16*s+4(SP), Y9; \
+	VMULPS       0(DI), Y9, Y9; \
+	VFMADD231PS  Y9, Y1, Y5; \
+	VCVTDQ2PS    Y2, Y2; \
+	VBROADCASTSS nvScales+16*s+8(SP), Y9; \
+	VMULPS       0(DI), Y9, Y9; \
+	VFMADD231PS  Y9, Y2, Y6; \
+	VCVTDQ2PS    Y3, Y3; \
+	VBROADCASTSS nvScales+16*s+12(SP), Y9; \
+	VMULPS       0(DI), Y9, Y9; \
+	VFMADD231PS  Y9, Y3, Y7
+
+#define NV_ZERO \
+	VPXOR Y0, Y0, Y0; \
+	VPXOR Y1, Y1, Y1; \
+	VPXOR Y2, Y2, Y2; \
+	VPXOR Y3, Y3, Y3
+
+// NV_SUBSUMS_LO and _HI run sub-block s's eight pairs (0–7 or 8–15 of
+// the activation block at DI, the rows' int16 at b(SP)) with STEP
+// (KSTEP_AT or KSTEP_VNNI_AT) and fold them.
+#define NV_SUBSUMS_LO(STEP, s, b) \
+	NV_ZERO; \
+	STEP(0, b); STEP(1, b); STEP(2, b); STEP(3, b); \
+	STEP(4, b); STEP(5, b); STEP(6, b); STEP(7, b); \
+	NV_FMA(s)
+
+#define NV_SUBSUMS_HI(STEP, s, b) \
+	NV_ZERO; \
+	STEP(8, b); STEP(9, b); STEP(10, b); STEP(11, b); \
+	STEP(12, b); STEP(13, b); STEP(14, b); STEP(15, b); \
+	NV_FMA(s)
+
+#define NV_KERNEL(STEP, label) \
+	MOVQ w+0(FP), SI; \
+	MOVQ stride+8(FP), BX; \
+	MOVQ p+16(FP), DI; \
+	MOVQ nb+24(FP), CX; \
+	MOVQ tab+40(FP), AX; \
+	VMOVDQU (AX), X14; \
+	MOVQ $0x0f0f0f0f0f0f0f0f, AX; \
+	VMOVQ AX, X15; \
+	VPBROADCASTQ X15, X15; \
+	MOVQ scales+48(FP), R12; \
+	LEAQ (SI)(BX*1), R8; \
+	LEAQ (R8)(BX*1), R9; \
+	LEAQ (R9)(BX*1), R10; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7; \
+label: \
+	NV_ROW(SI, 0); \
+	NV_ROW(R8, 1); \
+	NV_ROW(R9, 2); \
+	NV_ROW(R10, 3); \
+	NV_SUBSUMS_LO(STEP, 0, 0); \
+	NV_SUBSUMS_HI(STEP, 1, 0); \
+	ADDQ $544, DI; \
+	NV_SUBSUMS_LO(STEP, 2, 256); \
+	NV_SUBSUMS_HI(STEP, 3, 256); \
+	ADDQ $544, DI; \
+	ADDQ $36, SI; \
+	ADDQ $36, R8; \
+	ADDQ $36, R9; \
+	ADDQ $36, R10; \
+	DECQ CX; \
+	JNZ  label; \
+	TILE_STORE(tile+32(FP)); \
+	VZEROUPPER
+
+
 
 // func dotQ8_0TileAVX2(w *byte, stride int, p *byte, nb int, tile *[8][4]float32)
 //
@@ -464,12 +577,14 @@ nibNext:
 // pairs and adds them into the lanes in one instruction (exact, as
 // VPMADDWD then VPADDD), the weight pair broadcast from the frame by the
 // instruction itself.
-#define KSTEP_VNNI(k) \
+#define KSTEP_VNNI(k) KSTEP_VNNI_AT(k, 0)
+
+#define KSTEP_VNNI_AT(k, b) \
 	VMOVDQU       32+32*k(DI), Y8; \
-	VPDPWSSD.BCST 4*k(SP), Y8, Y0; \
-	VPDPWSSD.BCST 64+4*k(SP), Y8, Y1; \
-	VPDPWSSD.BCST 128+4*k(SP), Y8, Y2; \
-	VPDPWSSD.BCST 192+4*k(SP), Y8, Y3
+	VPDPWSSD.BCST b+4*k(SP), Y8, Y0; \
+	VPDPWSSD.BCST b+64+4*k(SP), Y8, Y1; \
+	VPDPWSSD.BCST b+128+4*k(SP), Y8, Y2; \
+	VPDPWSSD.BCST b+192+4*k(SP), Y8, Y3
 
 // func dotQ8_0TileAVX512(w *byte, stride int, p *byte, nb int, tile *[8][4]float32)
 //
@@ -650,4 +765,14 @@ nibNextZ:
 
 	TILE_STORE(tile+32(FP))
 	VZEROUPPER
+	RET
+
+// func dotNVFP4TileAVX2(w *byte, stride int, p *byte, nb int, tile *[8][4]float32, tab *[16]int8, scales *[256]float32)
+TEXT ·dotNVFP4TileAVX2(SB), NOSPLIT, $576-56
+	NV_KERNEL(KSTEP_AT, nvBlock)
+	RET
+
+// func dotNVFP4TileAVX512(w *byte, stride int, p *byte, nb int, tile *[8][4]float32, tab *[16]int8, scales *[256]float32)
+TEXT ·dotNVFP4TileAVX512(SB), NOSPLIT, $576-56
+	NV_KERNEL(KSTEP_VNNI_AT, nvBlockZ)
 	RET
