@@ -104,7 +104,7 @@ both.
 A mistyped command (gguftool tiers statsu) is a usage error, exit code 2,
 with the names near it; run without a command, gguftool and each command
 group (tiers, twins, bench, golden, trace) print their usage on stderr and
-exit 2. GGUFTOOL_KERNELS=generic|avx2 forces the dot-product kernels
+exit 2. GGUFTOOL_KERNELS=generic|avx2|avx512 forces the dot-product kernels
 (every level gives the same bits; --version lists the levels this CPU
 has); a level the CPU lacks is a usage error, exit 2. A path that is not the kind of file a command reads, such as a
 directory, a named pipe or a device given as a GGUF file, or a directory
