@@ -47,6 +47,50 @@
 // the next block, Y12 the previous block's lanes, Y13 iqSignBits, X15
 // sumf.
 
+// TI_KERNEL is an i-quant span kernel: per block, SETUP, the four rows
+// decoded (DECODE, row r at row), then STEP (TI_PAIR_AVX2 or
+// TI_QUAD_AVX512) over the activation rows, each advancing CX by next
+// offsets and R10 by adv result bytes.
+#define TI_KERNEL(SETUP, DECODE, row, STEP, next, adv, bytes, block, step) \
+	TK_PROLOGUE_Q2; \
+	VMOVDQU64 tiK64<>(SB), Y30; \
+	VINSERTI64X4 $1, Y30, Z30, Z30; \
+block: \
+	SETUP; \
+	TK_ROWS4(DECODE, row); \
+	XORQ R10, R10; \
+	MOVQ offs+24(FP), CX; \
+step: \
+	STEP; \
+	ADDQ $next, CX; \
+	ADDQ $adv, R10; \
+	CMPQ R10, 16(SP); \
+	JLT  step; \
+	TK_NEXT_BLOCK(bytes, block); \
+	VZEROUPPER
+
+#define TI_PAIR_XXS TI_PAIR_AVX2(tiK64<>(SB))
+
+// The setups: the grid at R8 (XXS), or at R9 with the index scratch at
+// R10 and PREP's multiplier in Y8.
+#define TI_SETUP_XXS \
+	MOVQ grid+56(FP), R8
+
+#define TI_SETUP_IQ3S \
+	MOVQ    grid+56(FP), R9; \
+	LEAQ    tS(R13), R10; \
+	VMOVDQU iq3sHighMul<>(SB), Y8
+
+#define TI_SETUP_IQ2S \
+	MOVQ    grid+56(FP), R9; \
+	LEAQ    tS(R13), R10; \
+	VMOVDQU iq2sHighMul<>(SB), Y8
+
+#define TI_SETUP_IQ2XS \
+	MOVQ grid+56(FP), R9; \
+	LEAQ tS(R13), R10
+
+
 // iqSignBits<> selects bit j of a sign byte spread over bytes 8l..8l+7.
 DATA iqSignBits<>+0(SB)/8, $0x8040201008040201
 DATA iqSignBits<>+8(SB)/8, $0x8040201008040201
@@ -829,6 +873,18 @@ GLOBL tiScale16<>(SB), RODATA|NOPTR, $256
 	VPSHUFB tiScale16<>+32*g(SB), Y11, Y3; \
 	VMOVDQU Y3, tScales+256*r+32*g(R13)
 
+// TI_GROUPS8 gathers (GATHER) and stores (TI_GROUP) the eight groups of
+// row r's block.
+#define TI_GROUPS8(r, GATHER, SCALE) \
+	GATHER(0); TI_GROUP(r, 0, SCALE); \
+	GATHER(1); TI_GROUP(r, 1, SCALE); \
+	GATHER(2); TI_GROUP(r, 2, SCALE); \
+	GATHER(3); TI_GROUP(r, 3, SCALE); \
+	GATHER(4); TI_GROUP(r, 4, SCALE); \
+	GATHER(5); TI_GROUP(r, 5, SCALE); \
+	GATHER(6); TI_GROUP(r, 6, SCALE); \
+	GATHER(7); TI_GROUP(r, 7, SCALE)
+
 // TI_INDICES4 moves the low four bytes of AX to BX, CX, DX and DI
 // (registers AH can be moved to), shifting AX right by 16 on the way.
 #define TI_INDICES4 \
@@ -881,14 +937,7 @@ GLOBL tiScale16<>(SB), RODATA|NOPTR, $256
 	VPERMQ  $0xD8, Y1, Y1; \
 	XXS_PREP; \
 	TI_D(SI, r); \
-	TI_GATHER_IQ2XXS(0); TI_GROUP(r, 0, TI_SCALE_XXS); \
-	TI_GATHER_IQ2XXS(1); TI_GROUP(r, 1, TI_SCALE_XXS); \
-	TI_GATHER_IQ2XXS(2); TI_GROUP(r, 2, TI_SCALE_XXS); \
-	TI_GATHER_IQ2XXS(3); TI_GROUP(r, 3, TI_SCALE_XXS); \
-	TI_GATHER_IQ2XXS(4); TI_GROUP(r, 4, TI_SCALE_XXS); \
-	TI_GATHER_IQ2XXS(5); TI_GROUP(r, 5, TI_SCALE_XXS); \
-	TI_GATHER_IQ2XXS(6); TI_GROUP(r, 6, TI_SCALE_XXS); \
-	TI_GATHER_IQ2XXS(7); TI_GROUP(r, 7, TI_SCALE_XXS)
+	TI_GROUPS8(r, TI_GATHER_IQ2XXS, TI_SCALE_XXS)
 
 // TI_DECODE_IQ3XXS is TI_DECODE_IQ2XXS for IQ3_XXS, whose uint32 of
 // signs and scale follow the grid indices.
@@ -896,14 +945,7 @@ GLOBL tiScale16<>(SB), RODATA|NOPTR, $256
 	VMOVDQU 66(SI), Y1; \
 	XXS_PREP; \
 	TI_D(SI, r); \
-	TI_GATHER_IQ3XXS(0); TI_GROUP(r, 0, TI_SCALE_XXS); \
-	TI_GATHER_IQ3XXS(1); TI_GROUP(r, 1, TI_SCALE_XXS); \
-	TI_GATHER_IQ3XXS(2); TI_GROUP(r, 2, TI_SCALE_XXS); \
-	TI_GATHER_IQ3XXS(3); TI_GROUP(r, 3, TI_SCALE_XXS); \
-	TI_GATHER_IQ3XXS(4); TI_GROUP(r, 4, TI_SCALE_XXS); \
-	TI_GATHER_IQ3XXS(5); TI_GROUP(r, 5, TI_SCALE_XXS); \
-	TI_GATHER_IQ3XXS(6); TI_GROUP(r, 6, TI_SCALE_XXS); \
-	TI_GATHER_IQ3XXS(7); TI_GROUP(r, 7, TI_SCALE_XXS)
+	TI_GROUPS8(r, TI_GATHER_IQ3XXS, TI_SCALE_XXS)
 
 
 
@@ -938,365 +980,64 @@ GLOBL tiScale16<>(SB), RODATA|NOPTR, $256
 #define TI_DECODE_IQ3S(r) \
 	IQ3S_PREP(0, R10); \
 	TI_D(R8, r); \
-	TI_GATHER_IQ3S(0); TI_GROUP(r, 0, TI_SCALE_S32); \
-	TI_GATHER_IQ3S(1); TI_GROUP(r, 1, TI_SCALE_S32); \
-	TI_GATHER_IQ3S(2); TI_GROUP(r, 2, TI_SCALE_S32); \
-	TI_GATHER_IQ3S(3); TI_GROUP(r, 3, TI_SCALE_S32); \
-	TI_GATHER_IQ3S(4); TI_GROUP(r, 4, TI_SCALE_S32); \
-	TI_GATHER_IQ3S(5); TI_GROUP(r, 5, TI_SCALE_S32); \
-	TI_GATHER_IQ3S(6); TI_GROUP(r, 6, TI_SCALE_S32); \
-	TI_GATHER_IQ3S(7); TI_GROUP(r, 7, TI_SCALE_S32)
+	TI_GROUPS8(r, TI_GATHER_IQ3S, TI_SCALE_S32)
 
 #define TI_DECODE_IQ2S(r) \
 	IQ2S_PREP(0, R10); \
 	TI_D(R8, r); \
-	TI_GATHER_IQ2S(0); TI_GROUP(r, 0, TI_SCALE_S16); \
-	TI_GATHER_IQ2S(1); TI_GROUP(r, 1, TI_SCALE_S16); \
-	TI_GATHER_IQ2S(2); TI_GROUP(r, 2, TI_SCALE_S16); \
-	TI_GATHER_IQ2S(3); TI_GROUP(r, 3, TI_SCALE_S16); \
-	TI_GATHER_IQ2S(4); TI_GROUP(r, 4, TI_SCALE_S16); \
-	TI_GATHER_IQ2S(5); TI_GROUP(r, 5, TI_SCALE_S16); \
-	TI_GATHER_IQ2S(6); TI_GROUP(r, 6, TI_SCALE_S16); \
-	TI_GATHER_IQ2S(7); TI_GROUP(r, 7, TI_SCALE_S16)
+	TI_GROUPS8(r, TI_GATHER_IQ2S, TI_SCALE_S16)
 
 #define TI_DECODE_IQ2XS(r) \
 	IQ2XS_PREP(0, R10); \
 	TI_D(R8, r); \
-	TI_GATHER_IQ2S(0); TI_GROUP(r, 0, TI_SCALE_S16); \
-	TI_GATHER_IQ2S(1); TI_GROUP(r, 1, TI_SCALE_S16); \
-	TI_GATHER_IQ2S(2); TI_GROUP(r, 2, TI_SCALE_S16); \
-	TI_GATHER_IQ2S(3); TI_GROUP(r, 3, TI_SCALE_S16); \
-	TI_GATHER_IQ2S(4); TI_GROUP(r, 4, TI_SCALE_S16); \
-	TI_GATHER_IQ2S(5); TI_GROUP(r, 5, TI_SCALE_S16); \
-	TI_GATHER_IQ2S(6); TI_GROUP(r, 6, TI_SCALE_S16); \
-	TI_GATHER_IQ2S(7); TI_GROUP(r, 7, TI_SCALE_S16)
+	TI_GROUPS8(r, TI_GATHER_IQ2S, TI_SCALE_S16)
 
 // func dotIQ2XXSTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
 TEXT ·dotIQ2XXSTileAVX2(SB), NOSPLIT, $24-64
-	TK_PROLOGUE_Q2
-
-dotiq2xxsavx2Block:
-	MOVQ grid+56(FP), R8
-	MOVQ R11, SI
-	TI_DECODE_IQ2XXS(0)
-	ADDQ stride+8(FP), SI
-	TI_DECODE_IQ2XXS(1)
-	ADDQ stride+8(FP), SI
-	TI_DECODE_IQ2XXS(2)
-	ADDQ stride+8(FP), SI
-	TI_DECODE_IQ2XXS(3)
-	XORQ R10, R10
-	MOVQ offs+24(FP), CX
-
-dotiq2xxsavx2Step:
-	TI_PAIR_AVX2(tiK64<>(SB))
-	ADDQ $16, CX
-	ADDQ $32, R10
-	CMPQ R10, 16(SP)
-	JLT  dotiq2xxsavx2Step
-
-	ADDQ $66, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  dotiq2xxsavx2Block
-	VZEROUPPER
+	TI_KERNEL(TI_SETUP_XXS, TI_DECODE_IQ2XXS, SI, TI_PAIR_XXS, 16, 32, 66, iq2xxstileavx2Block, iq2xxstileavx2Step)
 	RET
 
 // func dotIQ2XXSTileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
 TEXT ·dotIQ2XXSTileAVX512(SB), NOSPLIT, $24-64
-	TK_PROLOGUE_Q2
-	VMOVDQU64 tiK64<>(SB), Y30
-	VINSERTI64X4 $1, Y30, Z30, Z30
-
-dotiq2xxsavx512Block:
-	MOVQ grid+56(FP), R8
-	MOVQ R11, SI
-	TI_DECODE_IQ2XXS(0)
-	ADDQ stride+8(FP), SI
-	TI_DECODE_IQ2XXS(1)
-	ADDQ stride+8(FP), SI
-	TI_DECODE_IQ2XXS(2)
-	ADDQ stride+8(FP), SI
-	TI_DECODE_IQ2XXS(3)
-	XORQ R10, R10
-	MOVQ offs+24(FP), CX
-
-dotiq2xxsavx512Step:
-	TI_QUAD_AVX512
-	ADDQ $32, CX
-	ADDQ $64, R10
-	CMPQ R10, 16(SP)
-	JLT  dotiq2xxsavx512Step
-
-	ADDQ $66, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  dotiq2xxsavx512Block
-	VZEROUPPER
+	TI_KERNEL(TI_SETUP_XXS, TI_DECODE_IQ2XXS, SI, TI_QUAD_AVX512, 32, 64, 66, iq2xxstileavx512Block, iq2xxstileavx512Step)
 	RET
 
 // func dotIQ3XXSTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
 TEXT ·dotIQ3XXSTileAVX2(SB), NOSPLIT, $24-64
-	TK_PROLOGUE_Q2
-
-dotiq3xxsavx2Block:
-	MOVQ grid+56(FP), R8
-	MOVQ R11, SI
-	TI_DECODE_IQ3XXS(0)
-	ADDQ stride+8(FP), SI
-	TI_DECODE_IQ3XXS(1)
-	ADDQ stride+8(FP), SI
-	TI_DECODE_IQ3XXS(2)
-	ADDQ stride+8(FP), SI
-	TI_DECODE_IQ3XXS(3)
-	XORQ R10, R10
-	MOVQ offs+24(FP), CX
-
-dotiq3xxsavx2Step:
-	TI_PAIR_AVX2(tiK64<>(SB))
-	ADDQ $16, CX
-	ADDQ $32, R10
-	CMPQ R10, 16(SP)
-	JLT  dotiq3xxsavx2Step
-
-	ADDQ $98, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  dotiq3xxsavx2Block
-	VZEROUPPER
+	TI_KERNEL(TI_SETUP_XXS, TI_DECODE_IQ3XXS, SI, TI_PAIR_XXS, 16, 32, 98, iq3xxstileavx2Block, iq3xxstileavx2Step)
 	RET
 
 // func dotIQ3XXSTileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
 TEXT ·dotIQ3XXSTileAVX512(SB), NOSPLIT, $24-64
-	TK_PROLOGUE_Q2
-	VMOVDQU64 tiK64<>(SB), Y30
-	VINSERTI64X4 $1, Y30, Z30, Z30
-
-dotiq3xxsavx512Block:
-	MOVQ grid+56(FP), R8
-	MOVQ R11, SI
-	TI_DECODE_IQ3XXS(0)
-	ADDQ stride+8(FP), SI
-	TI_DECODE_IQ3XXS(1)
-	ADDQ stride+8(FP), SI
-	TI_DECODE_IQ3XXS(2)
-	ADDQ stride+8(FP), SI
-	TI_DECODE_IQ3XXS(3)
-	XORQ R10, R10
-	MOVQ offs+24(FP), CX
-
-dotiq3xxsavx512Step:
-	TI_QUAD_AVX512
-	ADDQ $32, CX
-	ADDQ $64, R10
-	CMPQ R10, 16(SP)
-	JLT  dotiq3xxsavx512Step
-
-	ADDQ $98, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  dotiq3xxsavx512Block
-	VZEROUPPER
+	TI_KERNEL(TI_SETUP_XXS, TI_DECODE_IQ3XXS, SI, TI_QUAD_AVX512, 32, 64, 98, iq3xxstileavx512Block, iq3xxstileavx512Step)
 	RET
 
 // func dotIQ3STileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
 TEXT ·dotIQ3STileAVX2(SB), NOSPLIT, $24-64
-	TK_PROLOGUE_Q2
-
-dotiq3savx2Block:
-	MOVQ    grid+56(FP), R9
-	LEAQ    tS(R13), R10
-	VMOVDQU iq3sHighMul<>(SB), Y8
-	MOVQ    R11, R8
-	TI_DECODE_IQ3S(0)
-	ADDQ    stride+8(FP), R8
-	TI_DECODE_IQ3S(1)
-	ADDQ    stride+8(FP), R8
-	TI_DECODE_IQ3S(2)
-	ADDQ    stride+8(FP), R8
-	TI_DECODE_IQ3S(3)
-	XORQ    R10, R10
-	MOVQ    offs+24(FP), CX
-
-dotiq3savx2Step:
-	TI_PAIR_AVX2(tiK64<>(SB))
-	ADDQ $16, CX
-	ADDQ $32, R10
-	CMPQ R10, 16(SP)
-	JLT  dotiq3savx2Step
-
-	ADDQ $110, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  dotiq3savx2Block
-	VZEROUPPER
+	TI_KERNEL(TI_SETUP_IQ3S, TI_DECODE_IQ3S, R8, TI_PAIR_XXS, 16, 32, 110, iq3stileavx2Block, iq3stileavx2Step)
 	RET
 
 // func dotIQ3STileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
 TEXT ·dotIQ3STileAVX512(SB), NOSPLIT, $24-64
-	TK_PROLOGUE_Q2
-	VMOVDQU64 tiK64<>(SB), Y30
-	VINSERTI64X4 $1, Y30, Z30, Z30
-
-dotiq3savx512Block:
-	MOVQ    grid+56(FP), R9
-	LEAQ    tS(R13), R10
-	VMOVDQU iq3sHighMul<>(SB), Y8
-	MOVQ    R11, R8
-	TI_DECODE_IQ3S(0)
-	ADDQ    stride+8(FP), R8
-	TI_DECODE_IQ3S(1)
-	ADDQ    stride+8(FP), R8
-	TI_DECODE_IQ3S(2)
-	ADDQ    stride+8(FP), R8
-	TI_DECODE_IQ3S(3)
-	XORQ    R10, R10
-	MOVQ    offs+24(FP), CX
-
-dotiq3savx512Step:
-	TI_QUAD_AVX512
-	ADDQ $32, CX
-	ADDQ $64, R10
-	CMPQ R10, 16(SP)
-	JLT  dotiq3savx512Step
-
-	ADDQ $110, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  dotiq3savx512Block
-	VZEROUPPER
+	TI_KERNEL(TI_SETUP_IQ3S, TI_DECODE_IQ3S, R8, TI_QUAD_AVX512, 32, 64, 110, iq3stileavx512Block, iq3stileavx512Step)
 	RET
 
 // func dotIQ2STileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
 TEXT ·dotIQ2STileAVX2(SB), NOSPLIT, $24-64
-	TK_PROLOGUE_Q2
-
-dotiq2savx2Block:
-	MOVQ    grid+56(FP), R9
-	LEAQ    tS(R13), R10
-	VMOVDQU iq2sHighMul<>(SB), Y8
-	MOVQ    R11, R8
-	TI_DECODE_IQ2S(0)
-	ADDQ    stride+8(FP), R8
-	TI_DECODE_IQ2S(1)
-	ADDQ    stride+8(FP), R8
-	TI_DECODE_IQ2S(2)
-	ADDQ    stride+8(FP), R8
-	TI_DECODE_IQ2S(3)
-	XORQ    R10, R10
-	MOVQ    offs+24(FP), CX
-
-dotiq2savx2Step:
-	TI_PAIR_AVX2(tiK64<>(SB))
-	ADDQ $16, CX
-	ADDQ $32, R10
-	CMPQ R10, 16(SP)
-	JLT  dotiq2savx2Step
-
-	ADDQ $82, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  dotiq2savx2Block
-	VZEROUPPER
+	TI_KERNEL(TI_SETUP_IQ2S, TI_DECODE_IQ2S, R8, TI_PAIR_XXS, 16, 32, 82, iq2stileavx2Block, iq2stileavx2Step)
 	RET
 
 // func dotIQ2STileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
 TEXT ·dotIQ2STileAVX512(SB), NOSPLIT, $24-64
-	TK_PROLOGUE_Q2
-	VMOVDQU64 tiK64<>(SB), Y30
-	VINSERTI64X4 $1, Y30, Z30, Z30
-
-dotiq2savx512Block:
-	MOVQ    grid+56(FP), R9
-	LEAQ    tS(R13), R10
-	VMOVDQU iq2sHighMul<>(SB), Y8
-	MOVQ    R11, R8
-	TI_DECODE_IQ2S(0)
-	ADDQ    stride+8(FP), R8
-	TI_DECODE_IQ2S(1)
-	ADDQ    stride+8(FP), R8
-	TI_DECODE_IQ2S(2)
-	ADDQ    stride+8(FP), R8
-	TI_DECODE_IQ2S(3)
-	XORQ    R10, R10
-	MOVQ    offs+24(FP), CX
-
-dotiq2savx512Step:
-	TI_QUAD_AVX512
-	ADDQ $32, CX
-	ADDQ $64, R10
-	CMPQ R10, 16(SP)
-	JLT  dotiq2savx512Step
-
-	ADDQ $82, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  dotiq2savx512Block
-	VZEROUPPER
+	TI_KERNEL(TI_SETUP_IQ2S, TI_DECODE_IQ2S, R8, TI_QUAD_AVX512, 32, 64, 82, iq2stileavx512Block, iq2stileavx512Step)
 	RET
 
 // func dotIQ2XSTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
 TEXT ·dotIQ2XSTileAVX2(SB), NOSPLIT, $24-64
-	TK_PROLOGUE_Q2
-
-dotiq2savx2Block:
-	MOVQ    grid+56(FP), R9
-	LEAQ    tS(R13), R10
-	MOVQ    R11, R8
-	TI_DECODE_IQ2XS(0)
-	ADDQ    stride+8(FP), R8
-	TI_DECODE_IQ2XS(1)
-	ADDQ    stride+8(FP), R8
-	TI_DECODE_IQ2XS(2)
-	ADDQ    stride+8(FP), R8
-	TI_DECODE_IQ2XS(3)
-	XORQ    R10, R10
-	MOVQ    offs+24(FP), CX
-
-dotiq2savx2Step:
-	TI_PAIR_AVX2(tiK64<>(SB))
-	ADDQ $16, CX
-	ADDQ $32, R10
-	CMPQ R10, 16(SP)
-	JLT  dotiq2savx2Step
-
-	ADDQ $74, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  dotiq2savx2Block
-	VZEROUPPER
+	TI_KERNEL(TI_SETUP_IQ2XS, TI_DECODE_IQ2XS, R8, TI_PAIR_XXS, 16, 32, 74, iq2xstileavx2Block, iq2xstileavx2Step)
 	RET
 
 // func dotIQ2XSTileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch, grid *byte)
 TEXT ·dotIQ2XSTileAVX512(SB), NOSPLIT, $24-64
-	TK_PROLOGUE_Q2
-	VMOVDQU64 tiK64<>(SB), Y30
-	VINSERTI64X4 $1, Y30, Z30, Z30
-
-dotiq2savx512Block:
-	MOVQ    grid+56(FP), R9
-	LEAQ    tS(R13), R10
-	MOVQ    R11, R8
-	TI_DECODE_IQ2XS(0)
-	ADDQ    stride+8(FP), R8
-	TI_DECODE_IQ2XS(1)
-	ADDQ    stride+8(FP), R8
-	TI_DECODE_IQ2XS(2)
-	ADDQ    stride+8(FP), R8
-	TI_DECODE_IQ2XS(3)
-	XORQ    R10, R10
-	MOVQ    offs+24(FP), CX
-
-dotiq2savx512Step:
-	TI_QUAD_AVX512
-	ADDQ $32, CX
-	ADDQ $64, R10
-	CMPQ R10, 16(SP)
-	JLT  dotiq2savx512Step
-
-	ADDQ $74, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  dotiq2savx512Block
-	VZEROUPPER
+	TI_KERNEL(TI_SETUP_IQ2XS, TI_DECODE_IQ2XS, R8, TI_QUAD_AVX512, 32, 64, 74, iq2xstileavx512Block, iq2xstileavx512Step)
 	RET

@@ -165,18 +165,8 @@
 // decoded block: lanes (the pair sums less VPMADDUBSW(koff, q8)), the
 // totals, floats.
 #define TI_PAIR_AVX2(koff) \
-	MOVQ 0(SP), DI; \
-	MOVQ DI, R12; \
-	ADDQ 0(CX), DI; \
-	ADDQ 8(CX), R12; \
-	VPXOR Y0, Y0, Y0; \
-	VPXOR Y1, Y1, Y1; \
-	VPXOR Y2, Y2, Y2; \
-	VPXOR Y3, Y3, Y3; \
-	VPXOR Y4, Y4, Y4; \
-	VPXOR Y5, Y5, Y5; \
-	VPXOR Y6, Y6, Y6; \
-	VPXOR Y7, Y7, Y7; \
+	TK_PAIR_ROWS; \
+	TK_ZERO8; \
 	TK3_SUBBLOCK(0, koff); \
 	TK3_SUBBLOCK(1, koff); \
 	TK3_SUBBLOCK(2, koff); \
@@ -193,6 +183,41 @@
 // decoded block, Z30 holding the offset in every byte; the bsums of the last
 // activation row first, as TQ2_ISUMS's X13 is one of its registers.
 #define TI_QUAD_AVX512 \
+	TZ_QUAD_ROWS; \
+	TZ_ZERO16; \
+	TZ3_PAIR(0); \
+	TZ3_PAIR(1); \
+	TZ3_PAIR(2); \
+	TZ3_PAIR(3); \
+	TZ_TOTALS; \
+	TI_FLOAT(DI, R12, 0); \
+	TI_FLOAT(SI, BX, 32)
+
+// The span kernels' common steps.
+
+// TK_PROLOGUE loads the scratch (R13), the weights (R11), the activation
+// rows' current block (0(SP)), the blocks left (8(SP)) and the end of the
+// results' offsets (16(SP): ncols times 32, a result's accumulators).
+#define TK_PROLOGUE \
+	MOVQ s+48(FP), R13; \
+	MOVQ w+0(FP), R11; \
+	MOVQ a+16(FP), AX; \
+	MOVQ AX, 0(SP); \
+	MOVQ nb+40(FP), AX; \
+	MOVQ AX, 8(SP); \
+	MOVQ ncols+32(FP), AX; \
+	SHLQ $5, AX; \
+	MOVQ AX, 16(SP)
+
+// TK_PAIR_ROWS points DI and R12 at the pair's activation rows (offs at CX).
+#define TK_PAIR_ROWS \
+	MOVQ 0(SP), DI; \
+	MOVQ DI, R12; \
+	ADDQ 0(CX), DI; \
+	ADDQ 8(CX), R12
+
+// TZ_QUAD_ROWS points DI, R12, SI and BX at the quad's activation rows.
+#define TZ_QUAD_ROWS \
 	MOVQ 0(SP), DI; \
 	MOVQ DI, R12; \
 	MOVQ DI, SI; \
@@ -200,7 +225,19 @@
 	ADDQ 0(CX), DI; \
 	ADDQ 8(CX), R12; \
 	ADDQ 16(CX), SI; \
-	ADDQ 24(CX), BX; \
+	ADDQ 24(CX), BX
+
+#define TK_ZERO8 \
+	VPXOR Y0, Y0, Y0; \
+	VPXOR Y1, Y1, Y1; \
+	VPXOR Y2, Y2, Y2; \
+	VPXOR Y3, Y3, Y3; \
+	VPXOR Y4, Y4, Y4; \
+	VPXOR Y5, Y5, Y5; \
+	VPXOR Y6, Y6, Y6; \
+	VPXOR Y7, Y7, Y7
+
+#define TZ_ZERO16 \
 	VPXORD Z0, Z0, Z0; \
 	VPXORD Z1, Z1, Z1; \
 	VPXORD Z2, Z2, Z2; \
@@ -216,11 +253,12 @@
 	VPXORD Z12, Z12, Z12; \
 	VPXORD Z13, Z13, Z13; \
 	VPXORD Z14, Z14, Z14; \
-	VPXORD Z15, Z15, Z15; \
-	TZ3_PAIR(0); \
-	TZ3_PAIR(1); \
-	TZ3_PAIR(2); \
-	TZ3_PAIR(3); \
+	VPXORD Z15, Z15, Z15
+
+// TZ_TOTALS adds the halves of the sixteen results' lanes and stores
+// their totals (tI), the last activation row's first (TQ2_ISUMS's X13 is
+// one of its registers).
+#define TZ_TOTALS \
 	TZ_HALVES(Z0, Y0); \
 	TZ_HALVES(Z1, Y1); \
 	TZ_HALVES(Z2, Y2); \
@@ -240,6 +278,24 @@
 	TQ2_ISUMS(Y12, Y13, Y14, Y15, X12, 3); \
 	TQ2_ISUMS(Y8, Y9, Y10, Y11, X8, 2); \
 	TQ2_ISUMS(Y4, Y5, Y6, Y7, X4, 1); \
-	TQ2_ISUMS(Y0, Y1, Y2, Y3, X0, 0); \
-	TI_FLOAT(DI, R12, 0); \
-	TI_FLOAT(SI, BX, 32)
+	TQ2_ISUMS(Y0, Y1, Y2, Y3, X0, 0)
+
+// TK_NEXT_BLOCK moves the weights (bytes a block) and the activation rows
+// a block on, and loops to label while blocks are left.
+#define TK_NEXT_BLOCK(bytes, label) \
+	ADDQ $bytes, R11; \
+	ADDQ $292, 0(SP); \
+	DECQ 8(SP); \
+	JNZ  label
+
+// TK_ROWS4 decodes the block of the four weight rows (from R11) with
+// DECODE(r), row r at row.
+#define TK_ROWS4(DECODE, row) \
+	MOVQ R11, row; \
+	DECODE(0); \
+	ADDQ stride+8(FP), row; \
+	DECODE(1); \
+	ADDQ stride+8(FP), row; \
+	DECODE(2); \
+	ADDQ stride+8(FP), row; \
+	DECODE(3)

@@ -157,86 +157,6 @@
 	TK_MINS_Q4K(2, col); \
 	TK_MINS_Q4K(3, col)
 
-// func dotQ4_KTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
-//
-// For each block: the four weight rows decoded into the scratch, then
-// the ncols activation rows (each advanced a block at a time) two at a
-// time: their int32 lanes against every weight row, the mins, then the
-// lanes folded into each result's accumulators.
-TEXT ·dotQ4_KTileAVX2(SB), NOSPLIT, $24-56
-	MOVQ s+48(FP), R13
-	MOVQ w+0(FP), R11
-	MOVQ a+16(FP), AX
-	MOVQ AX, 0(SP)     // the activation rows' current block
-	MOVQ nb+40(FP), AX
-	MOVQ AX, 8(SP)     // blocks left
-	MOVQ ncols+32(FP), AX
-	SHLQ $5, AX
-	MOVQ AX, 16(SP)    // the end of the results' offsets
-
-q4kTileBlock:
-	MOVQ $0x3f3f3f3f3f3f3f3f, R8
-	MOVQ $0x3030303030303030, R9
-	MOVQ $0x0f0f0f0f0f0f0f0f, R10
-	VMOVQ R10, X15
-	VPBROADCASTQ X15, Y15
-	MOVQ R11, SI
-	TK_DECODE_Q4K(0)
-	ADDQ stride+8(FP), SI
-	TK_DECODE_Q4K(1)
-	ADDQ stride+8(FP), SI
-	TK_DECODE_Q4K(2)
-	ADDQ stride+8(FP), SI
-	TK_DECODE_Q4K(3)
-
-	XORQ R9, R9        // result offset of the pair's first activation row
-	XORQ R10, R10      // its mins offset
-	MOVQ offs+24(FP), CX
-
-q4kTilePair:
-	MOVQ 0(SP), DI
-	MOVQ DI, R12
-	ADDQ 0(CX), DI
-	ADDQ 8(CX), R12
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	VPXOR Y5, Y5, Y5
-	VPXOR Y6, Y6, Y6
-	VPXOR Y7, Y7, Y7
-	TK_SUBBLOCK(0)
-	TK_SUBBLOCK(1)
-	TK_SUBBLOCK(2)
-	TK_SUBBLOCK(3)
-	TK_SUBBLOCK(4)
-	TK_SUBBLOCK(5)
-	TK_SUBBLOCK(6)
-	TK_SUBBLOCK(7)
-	TK_MINS_ROWS_Q4K(DI, R12, 0)
-	VBROADCASTSS 0(DI), Y15
-	TK_FOLD(0, Y0, 0)
-	TK_FOLD(1, Y1, 0)
-	TK_FOLD(2, Y2, 0)
-	TK_FOLD(3, Y3, 0)
-	VBROADCASTSS 0(R12), Y15
-	TK_FOLD(0, Y4, 1)
-	TK_FOLD(1, Y5, 1)
-	TK_FOLD(2, Y6, 1)
-	TK_FOLD(3, Y7, 1)
-	ADDQ $16, CX
-	ADDQ $64, R9
-	ADDQ $32, R10
-	CMPQ R9, 16(SP)
-	JLT  q4kTilePair
-
-	ADDQ $144, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  q4kTileBlock
-	VZEROUPPER
-	RET
 
 // The AVX-512 tile kernels take four activation rows at a time (DI, R12,
 // SI, BX) and two sub-blocks a step: 64 bytes of levels against 64 of
@@ -270,84 +190,6 @@ q4kTilePair:
 	TZ_FOLD(2, a2, y2, q); \
 	TZ_FOLD(3, a3, y3, q)
 
-// func dotQ4_KTileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
-TEXT ·dotQ4_KTileAVX512(SB), NOSPLIT, $24-56
-	MOVQ s+48(FP), R13
-	MOVQ w+0(FP), R11
-	MOVQ a+16(FP), AX
-	MOVQ AX, 0(SP)
-	MOVQ nb+40(FP), AX
-	MOVQ AX, 8(SP)
-	MOVQ ncols+32(FP), AX
-	SHLQ $5, AX
-	MOVQ AX, 16(SP)
-
-q4kTileZBlock:
-	MOVQ $0x3f3f3f3f3f3f3f3f, R8
-	MOVQ $0x3030303030303030, R9
-	MOVQ $0x0f0f0f0f0f0f0f0f, R10
-	VMOVQ R10, X15
-	VPBROADCASTQ X15, Y15
-	MOVQ R11, SI
-	TK_DECODE_Q4K(0)
-	ADDQ stride+8(FP), SI
-	TK_DECODE_Q4K(1)
-	ADDQ stride+8(FP), SI
-	TK_DECODE_Q4K(2)
-	ADDQ stride+8(FP), SI
-	TK_DECODE_Q4K(3)
-
-	XORQ R9, R9
-	XORQ R10, R10
-	MOVQ offs+24(FP), CX
-
-q4kTileZQuad:
-	MOVQ 0(SP), DI
-	MOVQ DI, R12
-	MOVQ DI, SI
-	MOVQ DI, BX
-	ADDQ 0(CX), DI
-	ADDQ 8(CX), R12
-	ADDQ 16(CX), SI
-	ADDQ 24(CX), BX
-	TK_MINS_ROWS_Q4K(DI, R12, 0)
-	TK_MINS_ROWS_Q4K(SI, BX, 2)
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	TZ_PAIR(0)
-	TZ_PAIR(1)
-	TZ_PAIR(2)
-	TZ_PAIR(3)
-	TZ_FOLD_COL(DI, 0, Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
-	TZ_FOLD_COL(R12, 1, Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7)
-	TZ_FOLD_COL(SI, 2, Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11)
-	TZ_FOLD_COL(BX, 3, Z12, Z13, Z14, Z15, Y12, Y13, Y14, Y15)
-	ADDQ $32, CX
-	ADDQ $128, R9
-	ADDQ $64, R10
-	CMPQ R9, 16(SP)
-	JLT  q4kTileZQuad
-
-	ADDQ $144, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  q4kTileZBlock
-	VZEROUPPER
-	RET
 
 // Q6_K: levels 0…63 as stored, multiplied by q8 as they are, with the
 // offset of 32 taken off each block's lanes afterwards through the
@@ -432,14 +274,7 @@ GLOBL q6ScaleShuf<>(SB), RODATA|NOPTR, $32
 	MOVQ $0x3030303030303030, AX; \
 	VMOVQ AX, X14; \
 	VPBROADCASTQ X14, Y14; \
-	MOVQ R11, SI; \
-	TK_DECODE_Q6K(0); \
-	ADDQ stride+8(FP), SI; \
-	TK_DECODE_Q6K(1); \
-	ADDQ stride+8(FP), SI; \
-	TK_DECODE_Q6K(2); \
-	ADDQ stride+8(FP), SI; \
-	TK_DECODE_Q6K(3)
+	TK_ROWS4(TK_DECODE_Q6K, SI)
 
 // TK_Q6_OFFSET takes the offset's share off one result's lanes: the
 // activation row's bsums (Y15) times the row's scales, times 32.
@@ -467,15 +302,7 @@ GLOBL q6ScaleShuf<>(SB), RODATA|NOPTR, $32
 // dotQ4_KTileAVX2's loops with Q6_K's decoding, no mins, and the offset
 // taken off the lanes before they fold.
 TEXT ·dotQ6_KTileAVX2(SB), NOSPLIT, $24-56
-	MOVQ s+48(FP), R13
-	MOVQ w+0(FP), R11
-	MOVQ a+16(FP), AX
-	MOVQ AX, 0(SP)
-	MOVQ nb+40(FP), AX
-	MOVQ AX, 8(SP)
-	MOVQ ncols+32(FP), AX
-	SHLQ $5, AX
-	MOVQ AX, 16(SP)
+	TK_PROLOGUE
 
 q6kTileBlock:
 	TK_DECODE_Q6K_ROWS
@@ -483,18 +310,8 @@ q6kTileBlock:
 	MOVQ offs+24(FP), CX
 
 q6kTilePair:
-	MOVQ 0(SP), DI
-	MOVQ DI, R12
-	ADDQ 0(CX), DI
-	ADDQ 8(CX), R12
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	VPXOR Y5, Y5, Y5
-	VPXOR Y6, Y6, Y6
-	VPXOR Y7, Y7, Y7
+	TK_PAIR_ROWS
+	TK_ZERO8
 	TK_SUBBLOCK(0)
 	TK_SUBBLOCK(1)
 	TK_SUBBLOCK(2)
@@ -510,10 +327,7 @@ q6kTilePair:
 	CMPQ R9, 16(SP)
 	JLT  q6kTilePair
 
-	ADDQ $210, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  q6kTileBlock
+	TK_NEXT_BLOCK(210, q6kTileBlock)
 	VZEROUPPER
 	RET
 
@@ -542,15 +356,7 @@ q6kTilePair:
 
 // func dotQ6_KTileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
 TEXT ·dotQ6_KTileAVX512(SB), NOSPLIT, $24-56
-	MOVQ s+48(FP), R13
-	MOVQ w+0(FP), R11
-	MOVQ a+16(FP), AX
-	MOVQ AX, 0(SP)
-	MOVQ nb+40(FP), AX
-	MOVQ AX, 8(SP)
-	MOVQ ncols+32(FP), AX
-	SHLQ $5, AX
-	MOVQ AX, 16(SP)
+	TK_PROLOGUE
 
 q6kTileZBlock:
 	TK_DECODE_Q6K_ROWS
@@ -558,30 +364,8 @@ q6kTileZBlock:
 	MOVQ offs+24(FP), CX
 
 q6kTileZQuad:
-	MOVQ 0(SP), DI
-	MOVQ DI, R12
-	MOVQ DI, SI
-	MOVQ DI, BX
-	ADDQ 0(CX), DI
-	ADDQ 8(CX), R12
-	ADDQ 16(CX), SI
-	ADDQ 24(CX), BX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
+	TZ_QUAD_ROWS
+	TZ_ZERO16
 	TZ_PAIR(0)
 	TZ_PAIR(1)
 	TZ_PAIR(2)
@@ -595,175 +379,11 @@ q6kTileZQuad:
 	CMPQ R9, 16(SP)
 	JLT  q6kTileZQuad
 
-	ADDQ $210, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  q6kTileZBlock
+	TK_NEXT_BLOCK(210, q6kTileZBlock)
 	VZEROUPPER
 	RET
 
-// func dotQ5_KTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
-//
-// dotQ4_KTileAVX2 with Q5_K's levels and its mins as one summs a result.
-TEXT ·dotQ5_KTileAVX2(SB), NOSPLIT, $24-56
-	MOVQ s+48(FP), R13
-	MOVQ w+0(FP), R11
-	MOVQ a+16(FP), AX
-	MOVQ AX, 0(SP)     // the activation rows' current block
-	MOVQ nb+40(FP), AX
-	MOVQ AX, 8(SP)     // blocks left
-	MOVQ ncols+32(FP), AX
-	SHLQ $5, AX
-	MOVQ AX, 16(SP)    // the end of the results' offsets
 
-q5kTileBlock:
-	MOVQ $0x3f3f3f3f3f3f3f3f, R8
-	MOVQ $0x3030303030303030, R9
-	MOVQ $0x0f0f0f0f0f0f0f0f, R10
-	VMOVQ R10, X15
-	VPBROADCASTQ X15, Y15
-	MOVQ $0x1010101010101010, AX
-	VMOVQ AX, X14
-	VPBROADCASTQ X14, Y14
-	MOVQ R11, SI
-	TK_DECODE_Q5K(0)
-	ADDQ stride+8(FP), SI
-	TK_DECODE_Q5K(1)
-	ADDQ stride+8(FP), SI
-	TK_DECODE_Q5K(2)
-	ADDQ stride+8(FP), SI
-	TK_DECODE_Q5K(3)
-
-	XORQ R9, R9        // result offset of the pair's first activation row
-	XORQ R10, R10      // its mins offset
-	MOVQ offs+24(FP), CX
-
-q5kTilePair:
-	MOVQ 0(SP), DI
-	MOVQ DI, R12
-	ADDQ 0(CX), DI
-	ADDQ 8(CX), R12
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	VPXOR Y5, Y5, Y5
-	VPXOR Y6, Y6, Y6
-	VPXOR Y7, Y7, Y7
-	TK_SUBBLOCK(0)
-	TK_SUBBLOCK(1)
-	TK_SUBBLOCK(2)
-	TK_SUBBLOCK(3)
-	TK_SUBBLOCK(4)
-	TK_SUBBLOCK(5)
-	TK_SUBBLOCK(6)
-	TK_SUBBLOCK(7)
-	TK_MINS_ROWS_Q5K(DI, R12, 0)
-	VBROADCASTSS 0(DI), Y15
-	TK_FOLD(0, Y0, 0)
-	TK_FOLD(1, Y1, 0)
-	TK_FOLD(2, Y2, 0)
-	TK_FOLD(3, Y3, 0)
-	VBROADCASTSS 0(R12), Y15
-	TK_FOLD(0, Y4, 1)
-	TK_FOLD(1, Y5, 1)
-	TK_FOLD(2, Y6, 1)
-	TK_FOLD(3, Y7, 1)
-	ADDQ $16, CX
-	ADDQ $64, R9
-	ADDQ $32, R10
-	CMPQ R9, 16(SP)
-	JLT  q5kTilePair
-
-	ADDQ $176, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  q5kTileBlock
-	VZEROUPPER
-	RET
-
-// func dotQ5_KTileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
-TEXT ·dotQ5_KTileAVX512(SB), NOSPLIT, $24-56
-	MOVQ s+48(FP), R13
-	MOVQ w+0(FP), R11
-	MOVQ a+16(FP), AX
-	MOVQ AX, 0(SP)
-	MOVQ nb+40(FP), AX
-	MOVQ AX, 8(SP)
-	MOVQ ncols+32(FP), AX
-	SHLQ $5, AX
-	MOVQ AX, 16(SP)
-
-q5kTileZBlock:
-	MOVQ $0x3f3f3f3f3f3f3f3f, R8
-	MOVQ $0x3030303030303030, R9
-	MOVQ $0x0f0f0f0f0f0f0f0f, R10
-	VMOVQ R10, X15
-	VPBROADCASTQ X15, Y15
-	MOVQ $0x1010101010101010, AX
-	VMOVQ AX, X14
-	VPBROADCASTQ X14, Y14
-	MOVQ R11, SI
-	TK_DECODE_Q5K(0)
-	ADDQ stride+8(FP), SI
-	TK_DECODE_Q5K(1)
-	ADDQ stride+8(FP), SI
-	TK_DECODE_Q5K(2)
-	ADDQ stride+8(FP), SI
-	TK_DECODE_Q5K(3)
-
-	XORQ R9, R9
-	XORQ R10, R10
-	MOVQ offs+24(FP), CX
-
-q5kTileZQuad:
-	MOVQ 0(SP), DI
-	MOVQ DI, R12
-	MOVQ DI, SI
-	MOVQ DI, BX
-	ADDQ 0(CX), DI
-	ADDQ 8(CX), R12
-	ADDQ 16(CX), SI
-	ADDQ 24(CX), BX
-	TK_MINS_ROWS_Q5K(DI, R12, 0)
-	TK_MINS_ROWS_Q5K(SI, BX, 2)
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	TZ_PAIR(0)
-	TZ_PAIR(1)
-	TZ_PAIR(2)
-	TZ_PAIR(3)
-	TZ_FOLD_COL(DI, 0, Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
-	TZ_FOLD_COL(R12, 1, Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7)
-	TZ_FOLD_COL(SI, 2, Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11)
-	TZ_FOLD_COL(BX, 3, Z12, Z13, Z14, Z15, Y12, Y13, Y14, Y15)
-	ADDQ $32, CX
-	ADDQ $128, R9
-	ADDQ $64, R10
-	CMPQ R9, 16(SP)
-	JLT  q5kTileZQuad
-
-	ADDQ $176, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  q5kTileZBlock
-	VZEROUPPER
-	RET
 
 
 // Q2_K: levels 0…3 (bit pair k of qs[32j:], sub-blocks 2c and 2c+1 for
@@ -818,14 +438,7 @@ q5kTileZQuad:
 	MOVQ $0x0303030303030303, AX; \
 	VMOVQ AX, X14; \
 	VPBROADCASTQ X14, Y14; \
-	MOVQ R11, SI; \
-	TK_DECODE_Q2K(0); \
-	ADDQ stride+8(FP), SI; \
-	TK_DECODE_Q2K(1); \
-	ADDQ stride+8(FP), SI; \
-	TK_DECODE_Q2K(2); \
-	ADDQ stride+8(FP), SI; \
-	TK_DECODE_Q2K(3)
+	TK_ROWS4(TK_DECODE_Q2K, SI)
 
 // TQ2_SUMMS stores the summs of activation row p (the col-th at R10)
 // with the four weight rows: its bsums times each row's mins, added up;
@@ -877,20 +490,10 @@ q2kTileBlock:
 	MOVQ offs+24(FP), CX
 
 q2kTilePair:
-	MOVQ 0(SP), DI
-	MOVQ DI, R12
-	ADDQ 0(CX), DI
-	ADDQ 8(CX), R12
+	TK_PAIR_ROWS
 	TQ2_SUMMS(DI, 0)
 	TQ2_SUMMS(R12, 1)
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	VPXOR Y5, Y5, Y5
-	VPXOR Y6, Y6, Y6
-	VPXOR Y7, Y7, Y7
+	TK_ZERO8
 	TK_SUBBLOCK(0)
 	TK_SUBBLOCK(1)
 	TK_SUBBLOCK(2)
@@ -907,10 +510,7 @@ q2kTilePair:
 	CMPQ R10, 16(SP)
 	JLT  q2kTilePair
 
-	ADDQ $84, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  q2kTileBlock
+	TK_NEXT_BLOCK(84, q2kTileBlock)
 	VZEROUPPER
 	RET
 
@@ -929,58 +529,17 @@ q2kTileZBlock:
 	MOVQ offs+24(FP), CX
 
 q2kTileZQuad:
-	MOVQ 0(SP), DI
-	MOVQ DI, R12
-	MOVQ DI, SI
-	MOVQ DI, BX
-	ADDQ 0(CX), DI
-	ADDQ 8(CX), R12
-	ADDQ 16(CX), SI
-	ADDQ 24(CX), BX
+	TZ_QUAD_ROWS
 	TQ2_SUMMS(DI, 0)
 	TQ2_SUMMS(R12, 1)
 	TQ2_SUMMS(SI, 2)
 	TQ2_SUMMS(BX, 3)
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
+	TZ_ZERO16
 	TZ_PAIR(0)
 	TZ_PAIR(1)
 	TZ_PAIR(2)
 	TZ_PAIR(3)
-	TZ_HALVES(Z0, Y0)
-	TZ_HALVES(Z1, Y1)
-	TZ_HALVES(Z2, Y2)
-	TZ_HALVES(Z3, Y3)
-	TZ_HALVES(Z4, Y4)
-	TZ_HALVES(Z5, Y5)
-	TZ_HALVES(Z6, Y6)
-	TZ_HALVES(Z7, Y7)
-	TZ_HALVES(Z8, Y8)
-	TZ_HALVES(Z9, Y9)
-	TZ_HALVES(Z10, Y10)
-	TZ_HALVES(Z11, Y11)
-	TZ_HALVES(Z12, Y12)
-	TZ_HALVES(Z13, Y13)
-	TZ_HALVES(Z14, Y14)
-	TZ_HALVES(Z15, Y15)
-	TQ2_ISUMS(Y12, Y13, Y14, Y15, X12, 3)
-	TQ2_ISUMS(Y8, Y9, Y10, Y11, X8, 2)
-	TQ2_ISUMS(Y4, Y5, Y6, Y7, X4, 1)
-	TQ2_ISUMS(Y0, Y1, Y2, Y3, X0, 0)
+	TZ_TOTALS
 	TQ2_FLOAT(DI, R12, 0)
 	TQ2_FLOAT(SI, BX, 32)
 	ADDQ $32, CX
@@ -988,10 +547,7 @@ q2kTileZQuad:
 	CMPQ R10, 16(SP)
 	JLT  q2kTileZQuad
 
-	ADDQ $84, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  q2kTileZBlock
+	TK_NEXT_BLOCK(84, q2kTileZBlock)
 	VZEROUPPER
 	RET
 
@@ -1061,14 +617,7 @@ GLOBL k4<>(SB), RODATA|NOPTR, $32
 	MOVQ $0x0404040404040404, AX; \
 	VMOVQ AX, X14; \
 	VPBROADCASTQ X14, Y14; \
-	MOVQ R11, SI; \
-	TK_DECODE_Q3K(0); \
-	ADDQ stride+8(FP), SI; \
-	TK_DECODE_Q3K(1); \
-	ADDQ stride+8(FP), SI; \
-	TK_DECODE_Q3K(2); \
-	ADDQ stride+8(FP), SI; \
-	TK_DECODE_Q3K(3)
+	TK_ROWS4(TK_DECODE_Q3K, SI)
 
 
 
@@ -1081,15 +630,7 @@ GLOBL k4<>(SB), RODATA|NOPTR, $32
 
 // func dotQ3_KTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
 TEXT ·dotQ3_KTileAVX2(SB), NOSPLIT, $24-56
-	MOVQ s+48(FP), R13
-	MOVQ w+0(FP), R11
-	MOVQ a+16(FP), AX
-	MOVQ AX, 0(SP)
-	MOVQ nb+40(FP), AX
-	MOVQ AX, 8(SP)
-	MOVQ ncols+32(FP), AX
-	SHLQ $5, AX
-	MOVQ AX, 16(SP)
+	TK_PROLOGUE
 
 q3kTileBlock:
 	TK_DECODE_Q3K_ROWS
@@ -1097,18 +638,8 @@ q3kTileBlock:
 	MOVQ offs+24(FP), CX
 
 q3kTilePair:
-	MOVQ 0(SP), DI
-	MOVQ DI, R12
-	ADDQ 0(CX), DI
-	ADDQ 8(CX), R12
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	VPXOR Y5, Y5, Y5
-	VPXOR Y6, Y6, Y6
-	VPXOR Y7, Y7, Y7
+	TK_PAIR_ROWS
+	TK_ZERO8
 	TK3_SUBBLOCK(0, k4<>(SB))
 	TK3_SUBBLOCK(1, k4<>(SB))
 	TK3_SUBBLOCK(2, k4<>(SB))
@@ -1124,10 +655,7 @@ q3kTilePair:
 	CMPQ R9, 16(SP)
 	JLT  q3kTilePair
 
-	ADDQ $110, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  q3kTileBlock
+	TK_NEXT_BLOCK(110, q3kTileBlock)
 	VZEROUPPER
 	RET
 
@@ -1135,15 +663,7 @@ q3kTilePair:
 
 // func dotQ3_KTileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
 TEXT ·dotQ3_KTileAVX512(SB), NOSPLIT, $24-56
-	MOVQ s+48(FP), R13
-	MOVQ w+0(FP), R11
-	MOVQ a+16(FP), AX
-	MOVQ AX, 0(SP)
-	MOVQ nb+40(FP), AX
-	MOVQ AX, 8(SP)
-	MOVQ ncols+32(FP), AX
-	SHLQ $5, AX
-	MOVQ AX, 16(SP)
+	TK_PROLOGUE
 	VMOVDQU64 k4<>(SB), Y30
 	VINSERTI64X4 $1, Y30, Z30, Z30
 
@@ -1153,30 +673,8 @@ q3kTileZBlock:
 	MOVQ offs+24(FP), CX
 
 q3kTileZQuad:
-	MOVQ 0(SP), DI
-	MOVQ DI, R12
-	MOVQ DI, SI
-	MOVQ DI, BX
-	ADDQ 0(CX), DI
-	ADDQ 8(CX), R12
-	ADDQ 16(CX), SI
-	ADDQ 24(CX), BX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
+	TZ_QUAD_ROWS
+	TZ_ZERO16
 	TZ3_PAIR(0)
 	TZ3_PAIR(1)
 	TZ3_PAIR(2)
@@ -1190,10 +688,7 @@ q3kTileZQuad:
 	CMPQ R9, 16(SP)
 	JLT  q3kTileZQuad
 
-	ADDQ $110, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  q3kTileZBlock
+	TK_NEXT_BLOCK(110, q3kTileZBlock)
 	VZEROUPPER
 	RET
 
@@ -1300,22 +795,12 @@ iq4xsTileBlock:
 	MOVQ $0x0f0f0f0f0f0f0f0f, AX
 	VMOVQ AX, X7
 	VPBROADCASTQ X7, X7
-	MOVQ R11, SI
-	TX_DECODE(0)
-	ADDQ stride+8(FP), SI
-	TX_DECODE(1)
-	ADDQ stride+8(FP), SI
-	TX_DECODE(2)
-	ADDQ stride+8(FP), SI
-	TX_DECODE(3)
+	TK_ROWS4(TX_DECODE, SI)
 	XORQ R10, R10
 	MOVQ offs+24(FP), CX
 
 iq4xsTilePair:
-	MOVQ 0(SP), DI
-	MOVQ DI, R12
-	ADDQ 0(CX), DI
-	ADDQ 8(CX), R12
+	TK_PAIR_ROWS
 	VBROADCASTSS   0(DI), X14
 	VBROADCASTSS   0(R12), X15
 	VINSERTF128    $1, X15, Y14, Y14
@@ -1336,10 +821,7 @@ iq4xsTilePair:
 	CMPQ R10, 16(SP)
 	JLT  iq4xsTilePair
 
-	ADDQ $136, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  iq4xsTileBlock
+	TK_NEXT_BLOCK(136, iq4xsTileBlock)
 	VZEROUPPER
 	RET
 
@@ -1384,14 +866,7 @@ GLOBL kOnes16<>(SB), RODATA|NOPTR, $32
 	MOVQ $0x0303030303030303, AX; \
 	VMOVQ AX, X14; \
 	VPBROADCASTQ X14, Y14; \
-	MOVQ R11, SI; \
-	TT2_DECODE(0); \
-	ADDQ stride+8(FP), SI; \
-	TT2_DECODE(1); \
-	ADDQ stride+8(FP), SI; \
-	TT2_DECODE(2); \
-	ADDQ stride+8(FP), SI; \
-	TT2_DECODE(3)
+	TK_ROWS4(TT2_DECODE, SI)
 
 // TT2_FLOAT updates the floats of the eight results of activation rows
 // p0 and p1 (at R10 + off): sumf = fma(float32(isum − summs), d·yd,
@@ -1432,20 +907,10 @@ tq2TileBlock:
 	MOVQ offs+24(FP), CX
 
 tq2TilePair:
-	MOVQ 0(SP), DI
-	MOVQ DI, R12
-	ADDQ 0(CX), DI
-	ADDQ 8(CX), R12
+	TK_PAIR_ROWS
 	TQ2_SUMMS(DI, 0)
 	TQ2_SUMMS(R12, 1)
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	VPXOR Y5, Y5, Y5
-	VPXOR Y6, Y6, Y6
-	VPXOR Y7, Y7, Y7
+	TK_ZERO8
 	TK_SUBBLOCK(0)
 	TK_SUBBLOCK(1)
 	TK_SUBBLOCK(2)
@@ -1462,10 +927,7 @@ tq2TilePair:
 	CMPQ R10, 16(SP)
 	JLT  tq2TilePair
 
-	ADDQ $66, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  tq2TileBlock
+	TK_NEXT_BLOCK(66, tq2TileBlock)
 	VZEROUPPER
 	RET
 
@@ -1480,58 +942,17 @@ tq2TileZBlock:
 	MOVQ offs+24(FP), CX
 
 tq2TileZQuad:
-	MOVQ 0(SP), DI
-	MOVQ DI, R12
-	MOVQ DI, SI
-	MOVQ DI, BX
-	ADDQ 0(CX), DI
-	ADDQ 8(CX), R12
-	ADDQ 16(CX), SI
-	ADDQ 24(CX), BX
+	TZ_QUAD_ROWS
 	TQ2_SUMMS(DI, 0)
 	TQ2_SUMMS(R12, 1)
 	TQ2_SUMMS(SI, 2)
 	TQ2_SUMMS(BX, 3)
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
+	TZ_ZERO16
 	TZ_PAIR(0)
 	TZ_PAIR(1)
 	TZ_PAIR(2)
 	TZ_PAIR(3)
-	TZ_HALVES(Z0, Y0)
-	TZ_HALVES(Z1, Y1)
-	TZ_HALVES(Z2, Y2)
-	TZ_HALVES(Z3, Y3)
-	TZ_HALVES(Z4, Y4)
-	TZ_HALVES(Z5, Y5)
-	TZ_HALVES(Z6, Y6)
-	TZ_HALVES(Z7, Y7)
-	TZ_HALVES(Z8, Y8)
-	TZ_HALVES(Z9, Y9)
-	TZ_HALVES(Z10, Y10)
-	TZ_HALVES(Z11, Y11)
-	TZ_HALVES(Z12, Y12)
-	TZ_HALVES(Z13, Y13)
-	TZ_HALVES(Z14, Y14)
-	TZ_HALVES(Z15, Y15)
-	TQ2_ISUMS(Y12, Y13, Y14, Y15, X12, 3)
-	TQ2_ISUMS(Y8, Y9, Y10, Y11, X8, 2)
-	TQ2_ISUMS(Y4, Y5, Y6, Y7, X4, 1)
-	TQ2_ISUMS(Y0, Y1, Y2, Y3, X0, 0)
+	TZ_TOTALS
 	TT2_FLOAT(DI, R12, 0)
 	TT2_FLOAT(SI, BX, 32)
 	ADDQ $32, CX
@@ -1539,9 +960,110 @@ tq2TileZQuad:
 	CMPQ R10, 16(SP)
 	JLT  tq2TileZQuad
 
-	ADDQ $66, R11
-	ADDQ $292, 0(SP)
-	DECQ 8(SP)
-	JNZ  tq2TileZBlock
+	TK_NEXT_BLOCK(66, tq2TileZBlock)
 	VZEROUPPER
 	RET
+
+// TK45_KERNEL is the span kernel of Q4_K and Q5_K at avx2: for each
+// block, the four weight rows decoded into the scratch (DECODE), then the
+// ncols activation rows (each advanced a block at a time) two at a time:
+// their int32 lanes against every weight row, the mins (MINS), then the
+// lanes folded into each result's accumulators.
+#define TK45_KERNEL(DECODE, MINS, high, bytes, block, pair) \
+	TK_PROLOGUE; \
+block: \
+	MOVQ $0x3f3f3f3f3f3f3f3f, R8; \
+	MOVQ $0x3030303030303030, R9; \
+	MOVQ $0x0f0f0f0f0f0f0f0f, R10; \
+	VMOVQ R10, X15; \
+	VPBROADCASTQ X15, Y15; \
+	MOVQ $high, AX; \
+	VMOVQ AX, X14; \
+	VPBROADCASTQ X14, Y14; \
+	TK_ROWS4(DECODE, SI); \
+	XORQ R9, R9; \
+	XORQ R10, R10; \
+	MOVQ offs+24(FP), CX; \
+pair: \
+	TK_PAIR_ROWS; \
+	TK_ZERO8; \
+	TK_SUBBLOCK(0); \
+	TK_SUBBLOCK(1); \
+	TK_SUBBLOCK(2); \
+	TK_SUBBLOCK(3); \
+	TK_SUBBLOCK(4); \
+	TK_SUBBLOCK(5); \
+	TK_SUBBLOCK(6); \
+	TK_SUBBLOCK(7); \
+	MINS(DI, R12, 0); \
+	TK_FOLD_COL(DI, 0, Y0, Y1, Y2, Y3); \
+	TK_FOLD_COL(R12, 1, Y4, Y5, Y6, Y7); \
+	ADDQ $16, CX; \
+	ADDQ $64, R9; \
+	ADDQ $32, R10; \
+	CMPQ R9, 16(SP); \
+	JLT  pair; \
+	TK_NEXT_BLOCK(bytes, block); \
+	VZEROUPPER
+
+// TZ45_KERNEL is TK45_KERNEL at avx512: four activation rows at a time,
+// their mins first (VEX registers), then TZ_PAIR's lanes.
+#define TZ45_KERNEL(DECODE, MINS, high, bytes, block, quad) \
+	TK_PROLOGUE; \
+block: \
+	MOVQ $0x3f3f3f3f3f3f3f3f, R8; \
+	MOVQ $0x3030303030303030, R9; \
+	MOVQ $0x0f0f0f0f0f0f0f0f, R10; \
+	VMOVQ R10, X15; \
+	VPBROADCASTQ X15, Y15; \
+	MOVQ $high, AX; \
+	VMOVQ AX, X14; \
+	VPBROADCASTQ X14, Y14; \
+	TK_ROWS4(DECODE, SI); \
+	XORQ R9, R9; \
+	XORQ R10, R10; \
+	MOVQ offs+24(FP), CX; \
+quad: \
+	TZ_QUAD_ROWS; \
+	MINS(DI, R12, 0); \
+	MINS(SI, BX, 2); \
+	TZ_ZERO16; \
+	TZ_PAIR(0); \
+	TZ_PAIR(1); \
+	TZ_PAIR(2); \
+	TZ_PAIR(3); \
+	TZ_FOLD_COL(DI, 0, Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3); \
+	TZ_FOLD_COL(R12, 1, Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7); \
+	TZ_FOLD_COL(SI, 2, Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11); \
+	TZ_FOLD_COL(BX, 3, Z12, Z13, Z14, Z15, Y12, Y13, Y14, Y15); \
+	ADDQ $32, CX; \
+	ADDQ $128, R9; \
+	ADDQ $64, R10; \
+	CMPQ R9, 16(SP); \
+	JLT  quad; \
+	TK_NEXT_BLOCK(bytes, block); \
+	VZEROUPPER
+
+// func dotQ4_KTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
+TEXT ·dotQ4_KTileAVX2(SB), NOSPLIT, $24-56
+	TK45_KERNEL(TK_DECODE_Q4K, TK_MINS_ROWS_Q4K, 0, 144, q4kTileBlock, q4kTilePair)
+	RET
+
+// func dotQ5_KTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
+//
+// Q5_K's levels (Y14 = 0x10 for the fifth bits) and its mins as one
+// summs a result.
+TEXT ·dotQ5_KTileAVX2(SB), NOSPLIT, $24-56
+	TK45_KERNEL(TK_DECODE_Q5K, TK_MINS_ROWS_Q5K, 0x1010101010101010, 176, q5kTileBlock, q5kTilePair)
+	RET
+
+// func dotQ4_KTileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
+TEXT ·dotQ4_KTileAVX512(SB), NOSPLIT, $24-56
+	TZ45_KERNEL(TK_DECODE_Q4K, TK_MINS_ROWS_Q4K, 0, 144, q4kTileZBlock, q4kTileZQuad)
+	RET
+
+// func dotQ5_KTileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
+TEXT ·dotQ5_KTileAVX512(SB), NOSPLIT, $24-56
+	TZ45_KERNEL(TK_DECODE_Q5K, TK_MINS_ROWS_Q5K, 0x1010101010101010, 176, q5kTileZBlock, q5kTileZQuad)
+	RET
+
