@@ -476,6 +476,64 @@ q6kTileZQuad:
 	VMOVUPS        Y12, tAcc+off(R13)(R10*1)
 
 
+// TS_KERNEL is the span kernel of Q2_K and TQ2_0 at avx2: per block, the
+// rows decoded (ROWS); per pair of activation rows, their summs, their
+// lanes, the lanes added up into isums, then FLOAT's eight floats.
+#define TS_KERNEL(ROWS, FLOAT, bytes, block, pair) \
+block: \
+	ROWS; \
+	XORQ R10, R10; \
+	MOVQ offs+24(FP), CX; \
+pair: \
+	TK_PAIR_ROWS; \
+	TQ2_SUMMS(DI, 0); \
+	TQ2_SUMMS(R12, 1); \
+	TK_ZERO8; \
+	TK_SUBBLOCK(0); \
+	TK_SUBBLOCK(1); \
+	TK_SUBBLOCK(2); \
+	TK_SUBBLOCK(3); \
+	TK_SUBBLOCK(4); \
+	TK_SUBBLOCK(5); \
+	TK_SUBBLOCK(6); \
+	TK_SUBBLOCK(7); \
+	TQ2_ISUMS(Y0, Y1, Y2, Y3, X0, 0); \
+	TQ2_ISUMS(Y4, Y5, Y6, Y7, X4, 1); \
+	FLOAT(DI, R12, 0); \
+	ADDQ $16, CX; \
+	ADDQ $32, R10; \
+	CMPQ R10, 16(SP); \
+	JLT  pair; \
+	TK_NEXT_BLOCK(bytes, block); \
+	VZEROUPPER
+
+// TZS_KERNEL is TS_KERNEL at avx512, four activation rows at a time.
+#define TZS_KERNEL(ROWS, FLOAT, bytes, block, quad) \
+block: \
+	ROWS; \
+	XORQ R10, R10; \
+	MOVQ offs+24(FP), CX; \
+quad: \
+	TZ_QUAD_ROWS; \
+	TQ2_SUMMS(DI, 0); \
+	TQ2_SUMMS(R12, 1); \
+	TQ2_SUMMS(SI, 2); \
+	TQ2_SUMMS(BX, 3); \
+	TZ_ZERO16; \
+	TZ_PAIR(0); \
+	TZ_PAIR(1); \
+	TZ_PAIR(2); \
+	TZ_PAIR(3); \
+	TZ_TOTALS; \
+	FLOAT(DI, R12, 0); \
+	FLOAT(SI, BX, 32); \
+	ADDQ $32, CX; \
+	ADDQ $64, R10; \
+	CMPQ R10, 16(SP); \
+	JLT  quad; \
+	TK_NEXT_BLOCK(bytes, block); \
+	VZEROUPPER
+
 // func dotQ2_KTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
 //
 // Per block: the four rows decoded; per pair of activation rows, their
@@ -483,35 +541,7 @@ q6kTileZQuad:
 // into isums, then the eight floats updated.
 TEXT ·dotQ2_KTileAVX2(SB), NOSPLIT, $24-56
 	TK_PROLOGUE_Q2
-
-q2kTileBlock:
-	TK_DECODE_Q2K_ROWS
-	XORQ R10, R10
-	MOVQ offs+24(FP), CX
-
-q2kTilePair:
-	TK_PAIR_ROWS
-	TQ2_SUMMS(DI, 0)
-	TQ2_SUMMS(R12, 1)
-	TK_ZERO8
-	TK_SUBBLOCK(0)
-	TK_SUBBLOCK(1)
-	TK_SUBBLOCK(2)
-	TK_SUBBLOCK(3)
-	TK_SUBBLOCK(4)
-	TK_SUBBLOCK(5)
-	TK_SUBBLOCK(6)
-	TK_SUBBLOCK(7)
-	TQ2_ISUMS(Y0, Y1, Y2, Y3, X0, 0)
-	TQ2_ISUMS(Y4, Y5, Y6, Y7, X4, 1)
-	TQ2_FLOAT(DI, R12, 0)
-	ADDQ $16, CX
-	ADDQ $32, R10
-	CMPQ R10, 16(SP)
-	JLT  q2kTilePair
-
-	TK_NEXT_BLOCK(84, q2kTileBlock)
-	VZEROUPPER
+	TS_KERNEL(TK_DECODE_Q2K_ROWS, TQ2_FLOAT, 84, q2kTileBlock, q2kTilePair)
 	RET
 
 
@@ -522,33 +552,7 @@ q2kTilePair:
 // X13 is one of its registers.
 TEXT ·dotQ2_KTileAVX512(SB), NOSPLIT, $24-56
 	TK_PROLOGUE_Q2
-
-q2kTileZBlock:
-	TK_DECODE_Q2K_ROWS
-	XORQ R10, R10
-	MOVQ offs+24(FP), CX
-
-q2kTileZQuad:
-	TZ_QUAD_ROWS
-	TQ2_SUMMS(DI, 0)
-	TQ2_SUMMS(R12, 1)
-	TQ2_SUMMS(SI, 2)
-	TQ2_SUMMS(BX, 3)
-	TZ_ZERO16
-	TZ_PAIR(0)
-	TZ_PAIR(1)
-	TZ_PAIR(2)
-	TZ_PAIR(3)
-	TZ_TOTALS
-	TQ2_FLOAT(DI, R12, 0)
-	TQ2_FLOAT(SI, BX, 32)
-	ADDQ $32, CX
-	ADDQ $64, R10
-	CMPQ R10, 16(SP)
-	JLT  q2kTileZQuad
-
-	TK_NEXT_BLOCK(84, q2kTileZBlock)
-	VZEROUPPER
+	TZS_KERNEL(TK_DECODE_Q2K_ROWS, TQ2_FLOAT, 84, q2kTileZBlock, q2kTileZQuad)
 	RET
 
 // Q3_K: levels −4…3, stored in the scratch as level+4 (the two bits of
@@ -900,68 +904,14 @@ label: \
 TEXT ·dotTQ2_0TileAVX2(SB), NOSPLIT, $24-56
 	TK_PROLOGUE_Q2
 	TT2_ONES(tq2OnesAVX2)
-
-tq2TileBlock:
-	TT2_ROWS
-	XORQ R10, R10
-	MOVQ offs+24(FP), CX
-
-tq2TilePair:
-	TK_PAIR_ROWS
-	TQ2_SUMMS(DI, 0)
-	TQ2_SUMMS(R12, 1)
-	TK_ZERO8
-	TK_SUBBLOCK(0)
-	TK_SUBBLOCK(1)
-	TK_SUBBLOCK(2)
-	TK_SUBBLOCK(3)
-	TK_SUBBLOCK(4)
-	TK_SUBBLOCK(5)
-	TK_SUBBLOCK(6)
-	TK_SUBBLOCK(7)
-	TQ2_ISUMS(Y0, Y1, Y2, Y3, X0, 0)
-	TQ2_ISUMS(Y4, Y5, Y6, Y7, X4, 1)
-	TT2_FLOAT(DI, R12, 0)
-	ADDQ $16, CX
-	ADDQ $32, R10
-	CMPQ R10, 16(SP)
-	JLT  tq2TilePair
-
-	TK_NEXT_BLOCK(66, tq2TileBlock)
-	VZEROUPPER
+	TS_KERNEL(TT2_ROWS, TT2_FLOAT, 66, tq2TileBlock, tq2TilePair)
 	RET
 
 // func dotTQ2_0TileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
 TEXT ·dotTQ2_0TileAVX512(SB), NOSPLIT, $24-56
 	TK_PROLOGUE_Q2
 	TT2_ONES(tq2OnesAVX512)
-
-tq2TileZBlock:
-	TT2_ROWS
-	XORQ R10, R10
-	MOVQ offs+24(FP), CX
-
-tq2TileZQuad:
-	TZ_QUAD_ROWS
-	TQ2_SUMMS(DI, 0)
-	TQ2_SUMMS(R12, 1)
-	TQ2_SUMMS(SI, 2)
-	TQ2_SUMMS(BX, 3)
-	TZ_ZERO16
-	TZ_PAIR(0)
-	TZ_PAIR(1)
-	TZ_PAIR(2)
-	TZ_PAIR(3)
-	TZ_TOTALS
-	TT2_FLOAT(DI, R12, 0)
-	TT2_FLOAT(SI, BX, 32)
-	ADDQ $32, CX
-	ADDQ $64, R10
-	CMPQ R10, 16(SP)
-	JLT  tq2TileZQuad
-
-	TK_NEXT_BLOCK(66, tq2TileZBlock)
-	VZEROUPPER
+	TZS_KERNEL(TT2_ROWS, TT2_FLOAT, 66, tq2TileZBlock, tq2TileZQuad)
 	RET
 
 // TK45_KERNEL is the span kernel of Q4_K and Q5_K at avx2: for each
