@@ -3,6 +3,8 @@
 package quant
 
 import (
+	"encoding/binary"
+	"math"
 	"slices"
 	"unsafe"
 
@@ -78,7 +80,9 @@ func init() {
 	}
 	tilePack[gguf.TypeQ8_0].pack = packTileQ8_0
 	tilePack[gguf.TypeQ8_0].blockBytes = tileQ8_0Block
-	for _, t := range []gguf.Type{gguf.TypeQ8_0, gguf.TypeIQ4_NL, gguf.TypeQ4_0, gguf.TypeMXFP4, gguf.TypeQ5_0, gguf.TypeNVFP4} {
+	tilePack[gguf.TypeQ8_1].pack = packTileQ8_1
+	tilePack[gguf.TypeQ8_1].blockBytes = tileQ8_1Block
+	for _, t := range []gguf.Type{gguf.TypeQ8_0, gguf.TypeIQ4_NL, gguf.TypeQ4_0, gguf.TypeMXFP4, gguf.TypeQ5_0, gguf.TypeNVFP4, gguf.TypeQ4_1, gguf.TypeQ5_1} {
 		hasDotTile[t] = true
 	}
 	hasDotSpan[gguf.TypeQ2_K] = true
@@ -101,10 +105,10 @@ func dotSpan(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, out []f
 }
 
 //go:noescape
-func dotNibbleTileAVX2(w *byte, stride int, p *byte, nb int, tile *[TileCols][TileRows]float32, tab *[16]int8, blockBytes, kind int)
+func dotNibbleTileAVX2(w *byte, stride int, p *byte, nb int, tile *[TileCols][TileRows]float32, tab *[16]int8, blockBytes, kind, actBytes int)
 
 //go:noescape
-func dotNibbleTileAVX512(w *byte, stride int, p *byte, nb int, tile *[TileCols][TileRows]float32, tab *[16]int8, blockBytes, kind int)
+func dotNibbleTileAVX512(w *byte, stride int, p *byte, nb int, tile *[TileCols][TileRows]float32, tab *[16]int8, blockBytes, kind, actBytes int)
 
 // The kinds of dotNibbleTileAVX2: where the block's scale is and how the
 // block sums meet the scales (dot_tile_amd64.s).
@@ -113,25 +117,67 @@ const (
 	nibbleQ4_0
 	nibbleMXFP4
 	nibbleQ5_0
+	nibbleQ4_1
+	nibbleQ5_1
 )
 
 // vecDotNibbleTile is the tile kernel of the 4-bit types with a
-// 16-level table against Q8_0 (IQ4_NL, Q4_0, MXFP4), and Q5_0, whose
-// fifth bits take the table's place: four weight rows,
+// 16-level table against Q8_0 (IQ4_NL, Q4_0, MXFP4), Q5_0, whose fifth
+// bits take the table's place, and Q4_1 and Q5_1 against Q8_1: four
+// weight rows,
 // stride bytes apart, against one group of activation rows packed by
-// packTileQ8_0.
+// packTileQ8_0 (packTileQ8_1 for Q4_1 and Q5_1).
 func vecDotNibbleTile(w []byte, stride int, group []byte, nb int, tile *[TileCols][TileRows]float32, tab *[16]int8, blockBytes, kind int) {
 	if nb == 0 {
 		*tile = [TileCols][TileRows]float32{}
 		return
 	}
+	actBytes := tileQ8_0Block
+	if kind >= nibbleQ4_1 {
+		actBytes = tileQ8_1Block
+	}
 	_ = w[(TileRows-1)*stride+nb*blockBytes-1]
-	_ = group[nb*tileQ8_0Block-1]
+	_ = group[nb*actBytes-1]
 	if useAVX512() {
-		dotNibbleTileAVX512(unsafe.SliceData(w), stride, unsafe.SliceData(group), nb, tile, tab, blockBytes, kind)
+		dotNibbleTileAVX512(unsafe.SliceData(w), stride, unsafe.SliceData(group), nb, tile, tab, blockBytes, kind, actBytes)
 		return
 	}
-	dotNibbleTileAVX2(unsafe.SliceData(w), stride, unsafe.SliceData(group), nb, tile, tab, blockBytes, kind)
+	dotNibbleTileAVX2(unsafe.SliceData(w), stride, unsafe.SliceData(group), nb, tile, tab, blockBytes, kind, actBytes)
+}
+
+// tileQ8_1Block is the size of one Q8_1 block of a group of TileCols
+// activation rows in the tile layout: Q8_0's (the rows' d as float32,
+// then the pairs), then the rows' s as float32.
+const tileQ8_1Block = tileQ8_0Block + 4*TileCols
+
+// packTileQ8_1 appends n Q8_1 activation rows of nb blocks to dst in the
+// layout the Q4_1 and Q5_1 tile kernels read (tileQ8_1Block a block of a
+// group of TileCols rows; a last group of fewer rows padded with zero
+// rows). The conversions are exact, so the kernels compute with the
+// values the single-row kernels do.
+func packTileQ8_1(dst, a []byte, n, nb int) []byte {
+	rowBytes, groupBytes := nb*blockQ8_1, nb*tileQ8_1Block
+	groups := (n + TileCols - 1) / TileCols
+	off := len(dst)
+	dst = slices.Grow(dst, groups*groupBytes)[:off+groups*groupBytes]
+	out := dst[off:]
+	for g := range groups {
+		for b := range nb {
+			blk := out[g*groupBytes+b*tileQ8_1Block:][:tileQ8_1Block]
+			clear(blk)
+			for c := range min(TileCols, n-g*TileCols) {
+				y := a[(g*TileCols+c)*rowBytes+b*blockQ8_1:][:blockQ8_1]
+				binary.LittleEndian.PutUint32(blk[4*c:], math.Float32bits(f16At(y)))
+				binary.LittleEndian.PutUint32(blk[tileQ8_0Block+4*c:], math.Float32bits(f16At(y[2:])))
+				for k := range 16 {
+					p := blk[4*TileCols+4*TileCols*k+4*c:]
+					binary.LittleEndian.PutUint16(p, uint16(int16(int8(y[4+2*k]))))
+					binary.LittleEndian.PutUint16(p[2:], uint16(int16(int8(y[5+2*k]))))
+				}
+			}
+		}
+	}
+	return dst
 }
 
 //go:noescape
@@ -173,6 +219,10 @@ func dotTile(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, tile *[
 		vecDotNibbleTile(w, stride, ta.group(j), nb, tile, &levelsQ4_0, blockQ5_0, nibbleQ5_0)
 	case gguf.TypeNVFP4:
 		vecDotNVFP4Tile(w, stride, ta.group(j), nb, tile)
+	case gguf.TypeQ4_1:
+		vecDotNibbleTile(w, stride, ta.group(j), nb, tile, &levelsQ4_1, blockQ4_1, nibbleQ4_1)
+	case gguf.TypeQ5_1:
+		vecDotNibbleTile(w, stride, ta.group(j), nb, tile, &levelsQ4_1, blockQ5_1, nibbleQ5_1)
 	default:
 		panic("quant: no tile kernel for " + t.String())
 	}

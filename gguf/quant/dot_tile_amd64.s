@@ -180,6 +180,116 @@ label: \
 	VZEROUPPER
 
 
+#define NIB_ROWS(ROW, off) \
+	ROW(SI, off, 0); \
+	ROW(R8, off, 64); \
+	ROW(R9, off, 128); \
+	ROW(R10, off, 192)
+
+#define Q5_ROWS(ROW) \
+	ROW(SI, 0); \
+	ROW(R8, 64); \
+	ROW(R9, 128); \
+	ROW(R10, 192)
+
+#define KSTEPS16(STEP) \
+	STEP(0); STEP(1); STEP(2); STEP(3); STEP(4); STEP(5); STEP(6); STEP(7); \
+	STEP(8); STEP(9); STEP(10); STEP(11); STEP(12); STEP(13); STEP(14); STEP(15)
+
+#define ROW_FMAS(FMA) \
+	FMA(Y0, Y4, 0); \
+	FMA(Y1, Y5, 4); \
+	FMA(Y2, Y6, 8); \
+	FMA(Y3, Y7, 12)
+
+// NIB_KERNEL is the nibble types' tile kernel with STEP (KSTEP or
+// KSTEP_VNNI); the labels are the kernel's own.
+#define NIB_KERNEL(STEP, block, q5, e8m0, q41, q51, sums, q40, affine, next) \
+	MOVQ w+0(FP), SI; \
+	MOVQ stride+8(FP), BX; \
+	MOVQ p+16(FP), DI; \
+	MOVQ nb+24(FP), CX; \
+	MOVQ tab+40(FP), AX; \
+	VMOVDQU (AX), X14; \
+	MOVQ $0x0f0f0f0f0f0f0f0f, AX; \
+	VMOVQ AX, X15; \
+	VPBROADCASTQ X15, X15; \
+	MOVQ blockBytes+48(FP), R13; \
+	MOVQ kind+56(FP), AX; \
+	MOVQ AX, nibKind(SP); \
+	MOVQ actBytes+64(FP), AX; \
+	MOVQ AX, nibActStride(SP); \
+	LEAQ (SI)(BX*1), R8; \
+	LEAQ (R8)(BX*1), R9; \
+	LEAQ (R9)(BX*1), R10; \
+	LEAQ (R10)(BX*1), R11; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7; \
+block: \
+	PREFETCHT0 (R11); \
+	PREFETCHT0 64(R11); \
+	LEAQ       (R11)(R13*4), R11; \
+	CMPQ nibKind(SP), $2; \
+	JEQ  e8m0; \
+	CMPQ nibKind(SP), $3; \
+	JEQ  q5; \
+	CMPQ nibKind(SP), $4; \
+	JEQ  q41; \
+	CMPQ nibKind(SP), $5; \
+	JEQ  q51; \
+	NIB_ROWS(NIB_ROW, 2); \
+	F16_SCALES; \
+	JMP  sums; \
+q5: \
+	Q5_ROWS(Q5_ROW); \
+	F16_SCALES; \
+	JMP  sums; \
+q41: \
+	NIB_ROWS(NIB_ROW, 4); \
+	F16_SCALES; \
+	F16_MINS; \
+	JMP  sums; \
+q51: \
+	Q5_ROWS(Q51_ROW); \
+	F16_SCALES; \
+	F16_MINS; \
+	JMP  sums; \
+e8m0: \
+	NIB_ROWS(NIB_ROW, 1); \
+	E8M0_SCALE(SI, 0); \
+	E8M0_SCALE(R8, 4); \
+	E8M0_SCALE(R9, 8); \
+	E8M0_SCALE(R10, 12); \
+sums: \
+	VPXOR Y0, Y0, Y0; \
+	VPXOR Y1, Y1, Y1; \
+	VPXOR Y2, Y2, Y2; \
+	VPXOR Y3, Y3, Y3; \
+	KSTEPS16(STEP); \
+	CMPQ nibKind(SP), $1; \
+	JEQ  q40; \
+	CMPQ nibKind(SP), $4; \
+	JGE  affine; \
+	ROW_FMAS(ROW_FMA); \
+	JMP  next; \
+q40: \
+	ROW_FMAS(ROW_FMA_Q4_0); \
+	JMP  next; \
+affine: \
+	ROW_FMAS(ROW_FMA_AFFINE); \
+next: \
+	ADDQ R13, SI; \
+	ADDQ R13, R8; \
+	ADDQ R13, R9; \
+	ADDQ R13, R10; \
+	ADDQ nibActStride(SP), DI; \
+	DECQ CX; \
+	JNZ  block; \
+	TILE_STORE(tile+32(FP)); \
+	VZEROUPPER
+
 
 // func dotQ8_0TileAVX2(w *byte, stride int, p *byte, nb int, tile *[8][4]float32)
 //
@@ -375,10 +485,17 @@ packblock:
 //	          dw = E8M0ToF32Half
 //	3 Q5_0    f16 d at 0, qh at 2, nibbles at 6 (Q5_ROW, no table):
 //	          acc = fma(float32(sumi), dw·da, acc)
+//	4 Q4_1    f16 d at 0, m at 2, codes at 4, against Q8_1:
+//	          acc = acc + fma(dw·da, float32(sumi), mw·sa)
+//	5 Q5_1    f16 d at 0, m at 2, qh at 4, nibbles at 8 (Q51_ROW), as Q4_1
 //
-// as vecDotIQ4_NL, vecDotQ4_0 and vecDotMXFP4 do. The frame: the block
-// (256 bytes), the four scales, the kind.
-#define nibKind 272
+// as vecDotIQ4_NL, vecDotQ4_0, vecDotMXFP4, vecDotQ5_0, vecDotQ4_1 and
+// vecDotQ5_1 do (Q8_1's packed block keeps the rows' s after the pairs,
+// packTileQ8_1). The frame: the block (256 bytes), the four scales, the
+// four mins, the kind, the packed activation block's size.
+#define nibMins 272     // the four rows' mins (Q4_1, Q5_1) as float32
+#define nibKind 288
+#define nibActStride 296 // bytes of one packed activation block
 
 // NIB_ROW decodes the 16 code bytes at off(row) (X15 = 0x0F bytes) into
 // 32 int16 levels at at(SP).
@@ -446,132 +563,63 @@ DATA q5Sixteen<>+0x10(SB)/8, $0x1010101010101010
 DATA q5Sixteen<>+0x18(SB)/8, $0x1010101010101010
 GLOBL q5Sixteen<>(SB), RODATA|NOPTR, $32
 
-// Q5_ROW decodes a Q5_0 block at row into 32 int16 levels at at(SP): the
-// nibbles of qs (at 6) with bit j of qh (at 2) as 16 for value j, minus
-// 16 (q5Levels).
-#define Q5_ROW(row, at) \
-	VMOVDQU      6(row), X8; \
+// Q5_BITS sets X8 and X9 to the levels of values 0–15 and 16–31 of the
+// block at row: the nibbles at qs(row), with bit j of the uint32 at
+// qh(row) as 16 for value j.
+#define Q5_BITS(row, qh, qs) \
+	VMOVDQU      qs(row), X8; \
 	VPSRLW       $4, X8, X9; \
 	VPAND        X15, X8, X8; \
 	VPAND        X15, X9, X9; \
-	VPBROADCASTD 2(row), Y10; \
+	VPBROADCASTD qh(row), Y10; \
 	VPSHUFB      q5Spread<>(SB), Y10, Y10; \
 	VPAND        q5Bits<>(SB), Y10, Y10; \
 	VPCMPEQB     q5Bits<>(SB), Y10, Y10; \
 	VPAND        q5Sixteen<>(SB), Y10, Y10; \
 	VEXTRACTI128 $1, Y10, X11; \
 	VPOR         X10, X8, X8; \
-	VPOR         X11, X9, X9; \
-	VPSUBB       q5Sixteen<>(SB), X8, X8; \
-	VPSUBB       q5Sixteen<>(SB), X9, X9; \
-	VPMOVSXBW    X8, Y8; \
-	VPMOVSXBW    X9, Y9; \
-	VMOVDQU      Y8, at(SP); \
-	VMOVDQU      Y9, at+32(SP)
+	VPOR         X11, X9, X9
 
-// func dotNibbleTileAVX2(w *byte, stride int, p *byte, nb int, tile *[8][4]float32, tab *[16]int8, blockBytes, kind int)
-TEXT ·dotNibbleTileAVX2(SB), NOSPLIT, $280-64
-	MOVQ w+0(FP), SI
-	MOVQ stride+8(FP), BX
-	MOVQ p+16(FP), DI
-	MOVQ nb+24(FP), CX
-	MOVQ tab+40(FP), AX
-	VMOVDQU (AX), X14
-	MOVQ $0x0f0f0f0f0f0f0f0f, AX
-	VMOVQ AX, X15
-	VPBROADCASTQ X15, X15
-	MOVQ blockBytes+48(FP), R13
-	MOVQ kind+56(FP), AX
-	MOVQ AX, nibKind(SP)
-	LEAQ (SI)(BX*1), R8
-	LEAQ (R8)(BX*1), R9
-	LEAQ (R9)(BX*1), R10
-	LEAQ (R10)(BX*1), R11
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
+#define LEVELS_STORE(at) \
+	VPMOVSXBW X8, Y8; \
+	VPMOVSXBW X9, Y9; \
+	VMOVDQU   Y8, at(SP); \
+	VMOVDQU   Y9, at+32(SP)
 
-nibBlock:
-	PREFETCHT0 (R11)
-	PREFETCHT0 64(R11)
-	LEAQ       (R11)(R13*4), R11
-	CMPQ nibKind(SP), $2
-	JEQ  nibE8M0
-	CMPQ nibKind(SP), $3
-	JEQ  nibQ5
-	NIB_ROW(SI, 2, 0)
-	NIB_ROW(R8, 2, 64)
-	NIB_ROW(R9, 2, 128)
-	NIB_ROW(R10, 2, 192)
-	F16_SCALES
-	JMP  nibSums
+// Q5_ROW decodes a Q5_0 block at row into 32 int16 levels at at(SP):
+// Q5_BITS minus 16 (q5Levels).
+#define Q5_ROW(row, at) \
+	Q5_BITS(row, 2, 6); \
+	VPSUBB q5Sixteen<>(SB), X8, X8; \
+	VPSUBB q5Sixteen<>(SB), X9, X9; \
+	LEVELS_STORE(at)
 
-nibQ5:
-	Q5_ROW(SI, 0)
-	Q5_ROW(R8, 64)
-	Q5_ROW(R9, 128)
-	Q5_ROW(R10, 192)
-	F16_SCALES
-	JMP  nibSums
+// Q51_ROW decodes a Q5_1 block (levels 0–31, no offset).
+#define Q51_ROW(row, at) \
+	Q5_BITS(row, 4, 8); \
+	LEVELS_STORE(at)
 
-nibE8M0:
-	NIB_ROW(SI, 1, 0)
-	NIB_ROW(R8, 1, 64)
-	NIB_ROW(R9, 1, 128)
-	NIB_ROW(R10, 1, 192)
-	E8M0_SCALE(SI, 0)
-	E8M0_SCALE(R8, 4)
-	E8M0_SCALE(R9, 8)
-	E8M0_SCALE(R10, 12)
+// F16_MINS stores the four rows' f16 mins at 2 as float32.
+#define F16_MINS \
+	MOVWLZX   2(SI), AX; \
+	VMOVD     AX, X8; \
+	VPINSRW   $1, 2(R8), X8, X8; \
+	VPINSRW   $2, 2(R9), X8, X8; \
+	VPINSRW   $3, 2(R10), X8, X8; \
+	VCVTPH2PS X8, X8; \
+	VMOVUPS   X8, nibMins(SP)
 
-nibSums:
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	KSTEP(0)
-	KSTEP(1)
-	KSTEP(2)
-	KSTEP(3)
-	KSTEP(4)
-	KSTEP(5)
-	KSTEP(6)
-	KSTEP(7)
-	KSTEP(8)
-	KSTEP(9)
-	KSTEP(10)
-	KSTEP(11)
-	KSTEP(12)
-	KSTEP(13)
-	KSTEP(14)
-	KSTEP(15)
-	CMPQ nibKind(SP), $1
-	JEQ  nibQ4_0
-	ROW_FMA(Y0, Y4, 0)
-	ROW_FMA(Y1, Y5, 4)
-	ROW_FMA(Y2, Y6, 8)
-	ROW_FMA(Y3, Y7, 12)
-	JMP  nibNext
+// ROW_FMA_AFFINE is Q4_1's and Q5_1's float step: t = fma(dw·da,
+// float32(sumi), mw·sa), acc = acc + t (sa at 544(DI)).
+#define ROW_FMA_AFFINE(sums, acc, off) \
+	VCVTDQ2PS    sums, sums; \
+	VBROADCASTSS wScales+off(SP), Y9; \
+	VMULPS       0(DI), Y9, Y9; \
+	VBROADCASTSS nibMins+off(SP), Y10; \
+	VMULPS       544(DI), Y10, Y10; \
+	VFMADD231PS  Y9, sums, Y10; \
+	VADDPS       Y10, acc, acc
 
-nibQ4_0:
-	ROW_FMA_Q4_0(Y0, Y4, 0)
-	ROW_FMA_Q4_0(Y1, Y5, 4)
-	ROW_FMA_Q4_0(Y2, Y6, 8)
-	ROW_FMA_Q4_0(Y3, Y7, 12)
-
-nibNext:
-	ADDQ R13, SI
-	ADDQ R13, R8
-	ADDQ R13, R9
-	ADDQ R13, R10
-	ADDQ $544, DI
-	DECQ CX
-	JNZ  nibBlock
-
-	TILE_STORE(tile+32(FP))
-	VZEROUPPER
-	RET
 
 // KSTEP_VNNI is KSTEP with AVX-512 VNNI: VPDPWSSD multiplies the int16
 // pairs and adds them into the lanes in one instruction (exact, as
@@ -661,111 +709,6 @@ blockZ:
 	VZEROUPPER
 	RET
 
-// func dotNibbleTileAVX512(w *byte, stride int, p *byte, nb int, tile *[8][4]float32, tab *[16]int8, blockBytes, kind int)
-//
-// dotNibbleTileAVX2 with KSTEP_VNNI.
-TEXT ·dotNibbleTileAVX512(SB), NOSPLIT, $280-64
-	MOVQ w+0(FP), SI
-	MOVQ stride+8(FP), BX
-	MOVQ p+16(FP), DI
-	MOVQ nb+24(FP), CX
-	MOVQ tab+40(FP), AX
-	VMOVDQU (AX), X14
-	MOVQ $0x0f0f0f0f0f0f0f0f, AX
-	VMOVQ AX, X15
-	VPBROADCASTQ X15, X15
-	MOVQ blockBytes+48(FP), R13
-	MOVQ kind+56(FP), AX
-	MOVQ AX, nibKind(SP)
-	LEAQ (SI)(BX*1), R8
-	LEAQ (R8)(BX*1), R9
-	LEAQ (R9)(BX*1), R10
-	LEAQ (R10)(BX*1), R11
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-
-nibBlockZ:
-	PREFETCHT0 (R11)
-	PREFETCHT0 64(R11)
-	LEAQ       (R11)(R13*4), R11
-	CMPQ nibKind(SP), $2
-	JEQ  nibE8M0Z
-	CMPQ nibKind(SP), $3
-	JEQ  nibQ5Z
-	NIB_ROW(SI, 2, 0)
-	NIB_ROW(R8, 2, 64)
-	NIB_ROW(R9, 2, 128)
-	NIB_ROW(R10, 2, 192)
-	F16_SCALES
-	JMP  nibSumsZ
-
-nibQ5Z:
-	Q5_ROW(SI, 0)
-	Q5_ROW(R8, 64)
-	Q5_ROW(R9, 128)
-	Q5_ROW(R10, 192)
-	F16_SCALES
-	JMP  nibSumsZ
-
-nibE8M0Z:
-	NIB_ROW(SI, 1, 0)
-	NIB_ROW(R8, 1, 64)
-	NIB_ROW(R9, 1, 128)
-	NIB_ROW(R10, 1, 192)
-	E8M0_SCALE(SI, 0)
-	E8M0_SCALE(R8, 4)
-	E8M0_SCALE(R9, 8)
-	E8M0_SCALE(R10, 12)
-
-nibSumsZ:
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	KSTEP_VNNI(0)
-	KSTEP_VNNI(1)
-	KSTEP_VNNI(2)
-	KSTEP_VNNI(3)
-	KSTEP_VNNI(4)
-	KSTEP_VNNI(5)
-	KSTEP_VNNI(6)
-	KSTEP_VNNI(7)
-	KSTEP_VNNI(8)
-	KSTEP_VNNI(9)
-	KSTEP_VNNI(10)
-	KSTEP_VNNI(11)
-	KSTEP_VNNI(12)
-	KSTEP_VNNI(13)
-	KSTEP_VNNI(14)
-	KSTEP_VNNI(15)
-	CMPQ nibKind(SP), $1
-	JEQ  nibQ4_0Z
-	ROW_FMA(Y0, Y4, 0)
-	ROW_FMA(Y1, Y5, 4)
-	ROW_FMA(Y2, Y6, 8)
-	ROW_FMA(Y3, Y7, 12)
-	JMP  nibNextZ
-
-nibQ4_0Z:
-	ROW_FMA_Q4_0(Y0, Y4, 0)
-	ROW_FMA_Q4_0(Y1, Y5, 4)
-	ROW_FMA_Q4_0(Y2, Y6, 8)
-	ROW_FMA_Q4_0(Y3, Y7, 12)
-
-nibNextZ:
-	ADDQ R13, SI
-	ADDQ R13, R8
-	ADDQ R13, R9
-	ADDQ R13, R10
-	ADDQ $544, DI
-	DECQ CX
-	JNZ  nibBlockZ
-
-	TILE_STORE(tile+32(FP))
-	VZEROUPPER
-	RET
 
 // func dotNVFP4TileAVX2(w *byte, stride int, p *byte, nb int, tile *[8][4]float32, tab *[16]int8, scales *[256]float32)
 TEXT ·dotNVFP4TileAVX2(SB), NOSPLIT, $576-56
@@ -775,4 +718,16 @@ TEXT ·dotNVFP4TileAVX2(SB), NOSPLIT, $576-56
 // func dotNVFP4TileAVX512(w *byte, stride int, p *byte, nb int, tile *[8][4]float32, tab *[16]int8, scales *[256]float32)
 TEXT ·dotNVFP4TileAVX512(SB), NOSPLIT, $576-56
 	NV_KERNEL(KSTEP_VNNI_AT, nvBlockZ)
+	RET
+
+// func dotNibbleTileAVX2(w *byte, stride int, p *byte, nb int, tile *[8][4]float32, tab *[16]int8, blockBytes, kind, actBytes int)
+TEXT ·dotNibbleTileAVX2(SB), NOSPLIT, $304-72
+	NIB_KERNEL(KSTEP, nibBlock, nibQ5, nibE8M0, nibQ41, nibQ51, nibSums, nibQ40, nibAffine, nibNext)
+	RET
+
+// func dotNibbleTileAVX512(w *byte, stride int, p *byte, nb int, tile *[8][4]float32, tab *[16]int8, blockBytes, kind, actBytes int)
+//
+// dotNibbleTileAVX2 with KSTEP_VNNI.
+TEXT ·dotNibbleTileAVX512(SB), NOSPLIT, $304-72
+	NIB_KERNEL(KSTEP_VNNI, nibBlockZ, nibQ5Z, nibE8M0Z, nibQ41Z, nibQ51Z, nibSumsZ, nibQ40Z, nibAffineZ, nibNextZ)
 	RET

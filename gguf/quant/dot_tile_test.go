@@ -12,7 +12,7 @@ import (
 
 // tiledTypes are the weight types that have a tile kernel at every
 // vector level.
-var tiledTypes = []gguf.Type{gguf.TypeQ8_0, gguf.TypeNVFP4, gguf.TypeTQ2_0, gguf.TypeQ5_0, gguf.TypeIQ2_XS, gguf.TypeIQ2_S, gguf.TypeIQ3_S, gguf.TypeIQ4_XS, gguf.TypeIQ2_XXS, gguf.TypeIQ3_XXS, gguf.TypeQ4_0, gguf.TypeIQ4_NL, gguf.TypeMXFP4, gguf.TypeQ2_K, gguf.TypeQ3_K, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K}
+var tiledTypes = []gguf.Type{gguf.TypeQ8_0, gguf.TypeQ4_1, gguf.TypeQ5_1, gguf.TypeNVFP4, gguf.TypeTQ2_0, gguf.TypeQ5_0, gguf.TypeIQ2_XS, gguf.TypeIQ2_S, gguf.TypeIQ3_S, gguf.TypeIQ4_XS, gguf.TypeIQ2_XXS, gguf.TypeIQ3_XXS, gguf.TypeQ4_0, gguf.TypeIQ4_NL, gguf.TypeMXFP4, gguf.TypeQ2_K, gguf.TypeQ3_K, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K}
 
 // TestDotTileMatchesDot: every output of DotTile is Dot's bits for its
 // pair of rows, for every weight type (the tile kernels where a vector
