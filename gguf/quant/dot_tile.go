@@ -114,15 +114,7 @@ func (ta *TileActs) SetTileBuffer(buf []byte) { ta.packed = buf[:0] }
 // four-row kernel once per activation row.
 func (d Dotter) DotTile(w []byte, wStride int, ta *TileActs, j int, out []float32, outStride int) {
 	cols := min(TileCols, ta.n-j)
-	switch {
-	case wStride < d.wBytes || len(w) < (TileRows-1)*wStride+d.wBytes:
-		panic(fmt.Sprintf("quant: Dotter(%s).DotTile: %d weight bytes at stride %d, want %d rows of %d", d.t, len(w), wStride, TileRows, d.wBytes))
-	case ta.rowBytes != d.aBytes || j < 0 || j%TileCols != 0 || cols <= 0:
-		panic(fmt.Sprintf("quant: Dotter(%s).DotTile: activation rows %d of %d rows of %d bytes, want rows of %d from a multiple of %d",
-			d.t, j, ta.n, ta.rowBytes, d.aBytes, TileCols))
-	case outStride < TileRows || len(out) < (cols-1)*outStride+TileRows:
-		panic(fmt.Sprintf("quant: Dotter(%s).DotTile: %d outputs at stride %d for %d activation rows", d.t, len(out), outStride, cols))
-	}
+	d.checkTile("DotTile", w, wStride, ta, j, cols, out, outStride)
 	if hasDotSpan[d.t] && ta.vt == dotKernels[d.t].vt {
 		sub := *ta
 		sub.n = j + cols
@@ -183,15 +175,22 @@ func (d Dotter) DotTileSpan(w []byte, wStride int, ta *TileActs, j, end int, out
 		}
 		return
 	}
-	cols := min(TileSpan, ta.n-j)
+	d.checkTile("DotTileSpan", w, wStride, ta, j, min(TileSpan, ta.n-j), out, outStride)
+	dotSpan(d.t, w, wStride, ta, j, d.nb, out, outStride)
+}
+
+// checkTile panics, naming op, on what only a caller that sized its
+// buffers wrongly can pass: four weight rows shorter than the stride
+// says, activation rows of another length or a first row j that is not
+// a group's, outputs too short for cols activation rows.
+func (d Dotter) checkTile(op string, w []byte, wStride int, ta *TileActs, j, cols int, out []float32, outStride int) {
 	switch {
 	case wStride < d.wBytes || len(w) < (TileRows-1)*wStride+d.wBytes:
-		panic(fmt.Sprintf("quant: Dotter(%s).DotTileSpan: %d weight bytes at stride %d, want %d rows of %d", d.t, len(w), wStride, TileRows, d.wBytes))
+		panic(fmt.Sprintf("quant: Dotter(%s).%s: %d weight bytes at stride %d, want %d rows of %d", d.t, op, len(w), wStride, TileRows, d.wBytes))
 	case ta.rowBytes != d.aBytes || j < 0 || j%TileCols != 0 || cols <= 0:
-		panic(fmt.Sprintf("quant: Dotter(%s).DotTileSpan: activation rows %d of %d rows of %d bytes, want rows of %d from a multiple of %d",
-			d.t, j, ta.n, ta.rowBytes, d.aBytes, TileCols))
+		panic(fmt.Sprintf("quant: Dotter(%s).%s: activation rows %d of %d rows of %d bytes, want rows of %d from a multiple of %d",
+			d.t, op, j, ta.n, ta.rowBytes, d.aBytes, TileCols))
 	case outStride < TileRows || len(out) < (cols-1)*outStride+TileRows:
-		panic(fmt.Sprintf("quant: Dotter(%s).DotTileSpan: %d outputs at stride %d for %d activation rows", d.t, len(out), outStride, cols))
+		panic(fmt.Sprintf("quant: Dotter(%s).%s: %d outputs at stride %d for %d activation rows", d.t, op, len(out), outStride, cols))
 	}
-	dotSpan(d.t, w, wStride, ta, j, d.nb, out, outStride)
 }

@@ -310,9 +310,10 @@ func dotQ6_KTileAVX2(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, n
 //go:noescape
 func dotQ6_KTileAVX512(w *byte, stride int, a *byte, offs *[TileSpan]int, ncols, nb int, s *tileKScratch)
 
-// spanSumfScale holds the span kernels that keep one float a result,
-// with the factor their single-row kernels multiply it by at the end.
-var spanSumfScale = map[gguf.Type]float32{gguf.TypeQ2_K: 1, gguf.TypeIQ4_XS: 1, gguf.TypeIQ2_XXS: 0.125, gguf.TypeIQ3_XXS: 0.25,
+// spanSumfScale holds, for the span kernels that keep one float a
+// result, the factor their single-row kernels multiply it by at the end
+// (0 for the others).
+var spanSumfScale = [gguf.TypeCount]float32{gguf.TypeQ2_K: 1, gguf.TypeIQ4_XS: 1, gguf.TypeIQ2_XXS: 0.125, gguf.TypeIQ3_XXS: 0.25,
 	gguf.TypeTQ2_0: 1, gguf.TypeIQ2_XS: 0.125, gguf.TypeIQ2_S: 0.125, gguf.TypeIQ3_S: 1}
 
 // vecDotKSpan is the span kernel of K-quant t at the level in use: four
@@ -382,7 +383,7 @@ func vecDotKSpan(t gguf.Type, w []byte, stride int, ta *TileActs, j, nb int, out
 			panic("quant: no span kernel for " + t.String())
 		}
 	}
-	if scale, ok := spanSumfScale[t]; ok {
+	if scale := spanSumfScale[t]; scale != 0 {
 		// One float a result, activation row by activation row, times
 		// the type's factor as iqSum applies it.
 		sumf := (*[TileSpan][TileRows]float32)(unsafe.Pointer(&s.acc))

@@ -290,6 +290,59 @@ next: \
 	TILE_STORE(tile+32(FP)); \
 	VZEROUPPER
 
+// F16_SCALES stores the four rows' f16 scales at 0 as float32.
+#define F16_SCALES \
+	MOVWLZX   0(SI), AX; \
+	VMOVD     AX, X8; \
+	VPINSRW   $1, 0(R8), X8, X8; \
+	VPINSRW   $2, 0(R9), X8, X8; \
+	VPINSRW   $3, 0(R10), X8, X8; \
+	VCVTPH2PS X8, X8; \
+	VMOVUPS   X8, wScales(SP)
+
+// Q8_KERNEL is the Q8_0 tile kernel with STEP (KSTEP or KSTEP_VNNI). The
+// first tile of a run of rows streams them from memory: it fetches the
+// next four rows (contiguous after these) as one stream, as
+// dotQ8_0x4AVX2 does.
+#define Q8_KERNEL(STEP, block) \
+	MOVQ w+0(FP), SI; \
+	MOVQ stride+8(FP), BX; \
+	MOVQ p+16(FP), DI; \
+	MOVQ nb+24(FP), CX; \
+	LEAQ (SI)(BX*1), R8; \
+	LEAQ (R8)(BX*1), R9; \
+	LEAQ (R9)(BX*1), R10; \
+	LEAQ (R10)(BX*1), R11; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7; \
+block: \
+	PREFETCHT0 (R11); \
+	PREFETCHT0 64(R11); \
+	PREFETCHT0 128(R11); \
+	ADDQ       $136, R11; \
+	EXPAND_ROW(SI, 0); \
+	EXPAND_ROW(R8, 64); \
+	EXPAND_ROW(R9, 128); \
+	EXPAND_ROW(R10, 192); \
+	F16_SCALES; \
+	VPXOR Y0, Y0, Y0; \
+	VPXOR Y1, Y1, Y1; \
+	VPXOR Y2, Y2, Y2; \
+	VPXOR Y3, Y3, Y3; \
+	KSTEPS16(STEP); \
+	ROW_FMAS(ROW_FMA); \
+	ADDQ $34, SI; \
+	ADDQ $34, R8; \
+	ADDQ $34, R9; \
+	ADDQ $34, R10; \
+	ADDQ $544, DI; \
+	DECQ CX; \
+	JNZ  block; \
+	TILE_STORE(tile+32(FP)); \
+	VZEROUPPER
+
 
 // func dotQ8_0TileAVX2(w *byte, stride int, p *byte, nb int, tile *[8][4]float32)
 //
@@ -301,75 +354,7 @@ next: \
 // each activation pair is loaded once for the four weight rows; the block
 // sums need no horizontal additions, as each lane holds one of them.
 TEXT ·dotQ8_0TileAVX2(SB), NOSPLIT, $272-40
-	MOVQ w+0(FP), SI
-	MOVQ stride+8(FP), BX
-	MOVQ p+16(FP), DI
-	MOVQ nb+24(FP), CX
-	LEAQ (SI)(BX*1), R8
-	LEAQ (R8)(BX*1), R9
-	LEAQ (R9)(BX*1), R10
-	LEAQ (R10)(BX*1), R11
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-
-block:
-	// The first tile of a run of rows streams them from memory: fetch
-	// the next four rows (contiguous after these) as one stream, as
-	// dotQ8_0x4AVX2 does.
-	PREFETCHT0 (R11)
-	PREFETCHT0 64(R11)
-	PREFETCHT0 128(R11)
-	ADDQ       $136, R11
-
-	EXPAND_ROW(SI, 0)
-	EXPAND_ROW(R8, 64)
-	EXPAND_ROW(R9, 128)
-	EXPAND_ROW(R10, 192)
-	MOVWLZX   0(SI), AX
-	VMOVD     AX, X8
-	VPINSRW   $1, 0(R8), X8, X8
-	VPINSRW   $2, 0(R9), X8, X8
-	VPINSRW   $3, 0(R10), X8, X8
-	VCVTPH2PS X8, X8
-	VMOVUPS   X8, wScales(SP)
-
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	KSTEP(0)
-	KSTEP(1)
-	KSTEP(2)
-	KSTEP(3)
-	KSTEP(4)
-	KSTEP(5)
-	KSTEP(6)
-	KSTEP(7)
-	KSTEP(8)
-	KSTEP(9)
-	KSTEP(10)
-	KSTEP(11)
-	KSTEP(12)
-	KSTEP(13)
-	KSTEP(14)
-	KSTEP(15)
-	ROW_FMA(Y0, Y4, 0)
-	ROW_FMA(Y1, Y5, 4)
-	ROW_FMA(Y2, Y6, 8)
-	ROW_FMA(Y3, Y7, 12)
-
-	ADDQ $34, SI
-	ADDQ $34, R8
-	ADDQ $34, R9
-	ADDQ $34, R10
-	ADDQ $544, DI
-	DECQ CX
-	JNZ  block
-
-	TILE_STORE(tile+32(FP))
-	VZEROUPPER
+	Q8_KERNEL(KSTEP, q8Block)
 	RET
 
 // TRANSPOSE8 transposes the 8×8 matrix of dwords in Y0–Y7 (row r in Yr)
@@ -511,16 +496,6 @@ packblock:
 	VMOVDQU   Y8, at(SP); \
 	VMOVDQU   Y9, at+32(SP)
 
-// F16_SCALES stores the four rows' f16 scales at 0 as float32.
-#define F16_SCALES \
-	MOVWLZX   0(SI), AX; \
-	VMOVD     AX, X8; \
-	VPINSRW   $1, 0(R8), X8, X8; \
-	VPINSRW   $2, 0(R9), X8, X8; \
-	VPINSRW   $3, 0(R10), X8, X8; \
-	VCVTPH2PS X8, X8; \
-	VMOVUPS   X8, wScales(SP)
-
 // E8M0_SCALE stores E8M0ToF32Half of the byte at 0(row): the float32
 // with exponent field e−1, or for e < 2 the subnormal 2^(e−128); with AX,
 // DX and R12.
@@ -638,75 +613,7 @@ GLOBL q5Sixteen<>(SB), RODATA|NOPTR, $32
 //
 // dotQ8_0TileAVX2 with KSTEP_VNNI.
 TEXT ·dotQ8_0TileAVX512(SB), NOSPLIT, $272-40
-	MOVQ w+0(FP), SI
-	MOVQ stride+8(FP), BX
-	MOVQ p+16(FP), DI
-	MOVQ nb+24(FP), CX
-	LEAQ (SI)(BX*1), R8
-	LEAQ (R8)(BX*1), R9
-	LEAQ (R9)(BX*1), R10
-	LEAQ (R10)(BX*1), R11
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-
-blockZ:
-	// The first tile of a run of rows streams them from memory: fetch
-	// the next four rows (contiguous after these) as one stream, as
-	// dotQ8_0x4AVX2 does.
-	PREFETCHT0 (R11)
-	PREFETCHT0 64(R11)
-	PREFETCHT0 128(R11)
-	ADDQ       $136, R11
-
-	EXPAND_ROW(SI, 0)
-	EXPAND_ROW(R8, 64)
-	EXPAND_ROW(R9, 128)
-	EXPAND_ROW(R10, 192)
-	MOVWLZX   0(SI), AX
-	VMOVD     AX, X8
-	VPINSRW   $1, 0(R8), X8, X8
-	VPINSRW   $2, 0(R9), X8, X8
-	VPINSRW   $3, 0(R10), X8, X8
-	VCVTPH2PS X8, X8
-	VMOVUPS   X8, wScales(SP)
-
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	KSTEP_VNNI(0)
-	KSTEP_VNNI(1)
-	KSTEP_VNNI(2)
-	KSTEP_VNNI(3)
-	KSTEP_VNNI(4)
-	KSTEP_VNNI(5)
-	KSTEP_VNNI(6)
-	KSTEP_VNNI(7)
-	KSTEP_VNNI(8)
-	KSTEP_VNNI(9)
-	KSTEP_VNNI(10)
-	KSTEP_VNNI(11)
-	KSTEP_VNNI(12)
-	KSTEP_VNNI(13)
-	KSTEP_VNNI(14)
-	KSTEP_VNNI(15)
-	ROW_FMA(Y0, Y4, 0)
-	ROW_FMA(Y1, Y5, 4)
-	ROW_FMA(Y2, Y6, 8)
-	ROW_FMA(Y3, Y7, 12)
-
-	ADDQ $34, SI
-	ADDQ $34, R8
-	ADDQ $34, R9
-	ADDQ $34, R10
-	ADDQ $544, DI
-	DECQ CX
-	JNZ  blockZ
-
-	TILE_STORE(tile+32(FP))
-	VZEROUPPER
+	Q8_KERNEL(KSTEP_VNNI, q8BlockZ)
 	RET
 
 

@@ -297,38 +297,58 @@ GLOBL q6ScaleShuf<>(SB), RODATA|NOPTR, $32
 	TK_FOLD(2, a2, col); \
 	TK_FOLD(3, a3, col)
 
+// TL_KERNEL is the span kernel of the K-quants whose lanes fold as they
+// are (Q3_K, Q6_K) at avx2: per block the rows decoded (ROWS), per pair
+// of activation rows SUB(j) for the eight sub-blocks, then FINISH per
+// activation row.
+#define TL_KERNEL(ROWS, SUB, FINISH, bytes, block, pair) \
+	TK_PROLOGUE; \
+block: \
+	ROWS; \
+	XORQ R9, R9; \
+	MOVQ offs+24(FP), CX; \
+pair: \
+	TK_PAIR_ROWS; \
+	TK_ZERO8; \
+	SUB(0); SUB(1); SUB(2); SUB(3); SUB(4); SUB(5); SUB(6); SUB(7); \
+	FINISH(DI, 0, Y0, Y1, Y2, Y3); \
+	FINISH(R12, 1, Y4, Y5, Y6, Y7); \
+	ADDQ $16, CX; \
+	ADDQ $64, R9; \
+	CMPQ R9, 16(SP); \
+	JLT  pair; \
+	TK_NEXT_BLOCK(bytes, block); \
+	VZEROUPPER
+
+// TZL_KERNEL is TL_KERNEL at avx512: PAIR(p) for the four pairs of
+// sub-blocks, four activation rows at a time.
+#define TZL_KERNEL(ROWS, PAIR, FINISH, bytes, block, quad) \
+	TK_PROLOGUE; \
+block: \
+	ROWS; \
+	XORQ R9, R9; \
+	MOVQ offs+24(FP), CX; \
+quad: \
+	TZ_QUAD_ROWS; \
+	TZ_ZERO16; \
+	PAIR(0); PAIR(1); PAIR(2); PAIR(3); \
+	FINISH(DI, 0, Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3); \
+	FINISH(R12, 1, Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7); \
+	FINISH(SI, 2, Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11); \
+	FINISH(BX, 3, Z12, Z13, Z14, Z15, Y12, Y13, Y14, Y15); \
+	ADDQ $32, CX; \
+	ADDQ $128, R9; \
+	CMPQ R9, 16(SP); \
+	JLT  quad; \
+	TK_NEXT_BLOCK(bytes, block); \
+	VZEROUPPER
+
 // func dotQ6_KTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
 //
 // dotQ4_KTileAVX2's loops with Q6_K's decoding, no mins, and the offset
 // taken off the lanes before they fold.
 TEXT ·dotQ6_KTileAVX2(SB), NOSPLIT, $24-56
-	TK_PROLOGUE
-
-q6kTileBlock:
-	TK_DECODE_Q6K_ROWS
-	XORQ R9, R9
-	MOVQ offs+24(FP), CX
-
-q6kTilePair:
-	TK_PAIR_ROWS
-	TK_ZERO8
-	TK_SUBBLOCK(0)
-	TK_SUBBLOCK(1)
-	TK_SUBBLOCK(2)
-	TK_SUBBLOCK(3)
-	TK_SUBBLOCK(4)
-	TK_SUBBLOCK(5)
-	TK_SUBBLOCK(6)
-	TK_SUBBLOCK(7)
-	TK_Q6_FINISH_COL(DI, 0, Y0, Y1, Y2, Y3)
-	TK_Q6_FINISH_COL(R12, 1, Y4, Y5, Y6, Y7)
-	ADDQ $16, CX
-	ADDQ $64, R9
-	CMPQ R9, 16(SP)
-	JLT  q6kTilePair
-
-	TK_NEXT_BLOCK(210, q6kTileBlock)
-	VZEROUPPER
+	TL_KERNEL(TK_DECODE_Q6K_ROWS, TK_SUBBLOCK, TK_Q6_FINISH_COL, 210, q6kTileBlock, q6kTilePair)
 	RET
 
 // TZ_Q6_FINISH adds the halves of one result's lanes, takes the offset's
@@ -356,31 +376,7 @@ q6kTilePair:
 
 // func dotQ6_KTileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
 TEXT ·dotQ6_KTileAVX512(SB), NOSPLIT, $24-56
-	TK_PROLOGUE
-
-q6kTileZBlock:
-	TK_DECODE_Q6K_ROWS
-	XORQ R9, R9
-	MOVQ offs+24(FP), CX
-
-q6kTileZQuad:
-	TZ_QUAD_ROWS
-	TZ_ZERO16
-	TZ_PAIR(0)
-	TZ_PAIR(1)
-	TZ_PAIR(2)
-	TZ_PAIR(3)
-	TZ_Q6_FINISH_COL(DI, 0, Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
-	TZ_Q6_FINISH_COL(R12, 1, Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7)
-	TZ_Q6_FINISH_COL(SI, 2, Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11)
-	TZ_Q6_FINISH_COL(BX, 3, Z12, Z13, Z14, Z15, Y12, Y13, Y14, Y15)
-	ADDQ $32, CX
-	ADDQ $128, R9
-	CMPQ R9, 16(SP)
-	JLT  q6kTileZQuad
-
-	TK_NEXT_BLOCK(210, q6kTileZBlock)
-	VZEROUPPER
+	TZL_KERNEL(TK_DECODE_Q6K_ROWS, TZ_PAIR, TZ_Q6_FINISH_COL, 210, q6kTileZBlock, q6kTileZQuad)
 	RET
 
 
@@ -632,68 +628,20 @@ GLOBL k4<>(SB), RODATA|NOPTR, $32
 	TK_FOLD(2, a2, col); \
 	TK_FOLD(3, a3, col)
 
+#define TK3_SUBBLOCK4(j) TK3_SUBBLOCK(j, k4<>(SB))
+
 // func dotQ3_KTileAVX2(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
 TEXT ·dotQ3_KTileAVX2(SB), NOSPLIT, $24-56
-	TK_PROLOGUE
-
-q3kTileBlock:
-	TK_DECODE_Q3K_ROWS
-	XORQ R9, R9
-	MOVQ offs+24(FP), CX
-
-q3kTilePair:
-	TK_PAIR_ROWS
-	TK_ZERO8
-	TK3_SUBBLOCK(0, k4<>(SB))
-	TK3_SUBBLOCK(1, k4<>(SB))
-	TK3_SUBBLOCK(2, k4<>(SB))
-	TK3_SUBBLOCK(3, k4<>(SB))
-	TK3_SUBBLOCK(4, k4<>(SB))
-	TK3_SUBBLOCK(5, k4<>(SB))
-	TK3_SUBBLOCK(6, k4<>(SB))
-	TK3_SUBBLOCK(7, k4<>(SB))
-	TK_FOLD_COL(DI, 0, Y0, Y1, Y2, Y3)
-	TK_FOLD_COL(R12, 1, Y4, Y5, Y6, Y7)
-	ADDQ $16, CX
-	ADDQ $64, R9
-	CMPQ R9, 16(SP)
-	JLT  q3kTilePair
-
-	TK_NEXT_BLOCK(110, q3kTileBlock)
-	VZEROUPPER
+	TL_KERNEL(TK_DECODE_Q3K_ROWS, TK3_SUBBLOCK4, TK_FOLD_COL, 110, q3kTileBlock, q3kTilePair)
 	RET
 
 
 
 // func dotQ3_KTileAVX512(w *byte, stride int, a *byte, offs *[32]int, ncols, nb int, s *tileKScratch)
 TEXT ·dotQ3_KTileAVX512(SB), NOSPLIT, $24-56
-	TK_PROLOGUE
 	VMOVDQU64 k4<>(SB), Y30
 	VINSERTI64X4 $1, Y30, Z30, Z30
-
-q3kTileZBlock:
-	TK_DECODE_Q3K_ROWS
-	XORQ R9, R9
-	MOVQ offs+24(FP), CX
-
-q3kTileZQuad:
-	TZ_QUAD_ROWS
-	TZ_ZERO16
-	TZ3_PAIR(0)
-	TZ3_PAIR(1)
-	TZ3_PAIR(2)
-	TZ3_PAIR(3)
-	TZ_FOLD_COL(DI, 0, Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3)
-	TZ_FOLD_COL(R12, 1, Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7)
-	TZ_FOLD_COL(SI, 2, Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11)
-	TZ_FOLD_COL(BX, 3, Z12, Z13, Z14, Z15, Y12, Y13, Y14, Y15)
-	ADDQ $32, CX
-	ADDQ $128, R9
-	CMPQ R9, 16(SP)
-	JLT  q3kTileZQuad
-
-	TK_NEXT_BLOCK(110, q3kTileZBlock)
-	VZEROUPPER
+	TZL_KERNEL(TK_DECODE_Q3K_ROWS, TZ3_PAIR, TZ_FOLD_COL, 110, q3kTileZBlock, q3kTileZQuad)
 	RET
 
 // IQ4_XS: 4-bit codes into kvalues_iq4nl (|level| ≤ 127), eight
@@ -914,14 +862,10 @@ TEXT ·dotTQ2_0TileAVX512(SB), NOSPLIT, $24-56
 	TZS_KERNEL(TT2_ROWS, TT2_FLOAT, 66, tq2TileZBlock, tq2TileZQuad)
 	RET
 
-// TK45_KERNEL is the span kernel of Q4_K and Q5_K at avx2: for each
-// block, the four weight rows decoded into the scratch (DECODE), then the
-// ncols activation rows (each advanced a block at a time) two at a time:
-// their int32 lanes against every weight row, the mins (MINS), then the
-// lanes folded into each result's accumulators.
-#define TK45_KERNEL(DECODE, MINS, high, bytes, block, pair) \
-	TK_PROLOGUE; \
-block: \
+// TK45_ROWS decodes a block of the four rows (K45_SCALES's masks in
+// R8–R10, 0x0F bytes in Y15, high in every qword of Y14) and readies the
+// loop over activation rows.
+#define TK45_ROWS(DECODE, high) \
 	MOVQ $0x3f3f3f3f3f3f3f3f, R8; \
 	MOVQ $0x3030303030303030, R9; \
 	MOVQ $0x0f0f0f0f0f0f0f0f, R10; \
@@ -933,7 +877,17 @@ block: \
 	TK_ROWS4(DECODE, SI); \
 	XORQ R9, R9; \
 	XORQ R10, R10; \
-	MOVQ offs+24(FP), CX; \
+	MOVQ offs+24(FP), CX
+
+// TK45_KERNEL is the span kernel of Q4_K and Q5_K at avx2: for each
+// block, the four weight rows decoded into the scratch (DECODE), then the
+// ncols activation rows (each advanced a block at a time) two at a time:
+// their int32 lanes against every weight row, the mins (MINS), then the
+// lanes folded into each result's accumulators.
+#define TK45_KERNEL(DECODE, MINS, high, bytes, block, pair) \
+	TK_PROLOGUE; \
+block: \
+	TK45_ROWS(DECODE, high); \
 pair: \
 	TK_PAIR_ROWS; \
 	TK_ZERO8; \
@@ -961,18 +915,7 @@ pair: \
 #define TZ45_KERNEL(DECODE, MINS, high, bytes, block, quad) \
 	TK_PROLOGUE; \
 block: \
-	MOVQ $0x3f3f3f3f3f3f3f3f, R8; \
-	MOVQ $0x3030303030303030, R9; \
-	MOVQ $0x0f0f0f0f0f0f0f0f, R10; \
-	VMOVQ R10, X15; \
-	VPBROADCASTQ X15, Y15; \
-	MOVQ $high, AX; \
-	VMOVQ AX, X14; \
-	VPBROADCASTQ X14, Y14; \
-	TK_ROWS4(DECODE, SI); \
-	XORQ R9, R9; \
-	XORQ R10, R10; \
-	MOVQ offs+24(FP), CX; \
+	TK45_ROWS(DECODE, high); \
 quad: \
 	TZ_QUAD_ROWS; \
 	MINS(DI, R12, 0); \
